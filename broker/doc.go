@@ -1,0 +1,18 @@
+// Package broker is the seam between Conveyor and a message store.
+//
+// A Driver moves Messages through a queue; a Consumer fetches Deliveries
+// (a Message plus its lease) and settles them. Three drivers ship with
+// Conveyor: broker/list and broker/stream (at-least-once, leased) and
+// broker/pubsub (at-most-once fan-out). broker/brokertest holds the
+// conformance suite every driver runs; a third-party driver is correct when it
+// passes it.
+//
+// This package imports nothing else from Conveyor and no Redis client, so a
+// driver's contract can be read on one page:
+//
+//	d, _ := list.New(rdb, nil)
+//	_ = d.Enqueue(ctx, []*broker.Message{{ID: id, Kind: "email", Queue: "mail", Payload: body}})
+//	c, _ := d.Open(ctx, "mail", nil)
+//	ds, _ := c.Fetch(ctx, 10) // blocks until at least one delivery or ctx is done
+//	_ = c.Ack(ctx, ds...)
+package broker

@@ -1,0 +1,91 @@
+package broker
+
+import (
+	"context"
+	"time"
+)
+
+// Capabilities states what a driver promises. The conformance suite in
+// broker/brokertest runs only the tests a driver's capabilities call for.
+type Capabilities struct {
+	// AtLeastOnce: a message stays in Redis until it is settled; a lease
+	// that expires hands it back to the queue (redelivery). Without it the
+	// driver is at-most-once: a message is lost if no consumer is there to
+	// take it or the consumer dies while holding it.
+	AtLeastOnce bool
+	// FanOut: every open consumer of a queue receives every message. Without
+	// it each message goes to exactly one consumer at a time.
+	FanOut bool
+	// FIFO: one consumer fetches messages in the order they were enqueued
+	// (redeliveries and retries aside).
+	FIFO bool
+	// Delay: Message.RunAt and Consumer.Retry with a future time are honoured.
+	Delay bool
+	// Extend: Consumer.Extend moves a lease deadline.
+	Extend bool
+	// Discard: Consumer.Discard keeps the message in a discard queue.
+	Discard bool
+}
+
+// ConsumerOptions configure one Consumer. The zero value is valid.
+type ConsumerOptions struct {
+	// VisibilityTimeout is the lease a fetched message gets; when it runs out
+	// without an extension or settle, the message is delivered again.
+	// Defaults to 30s. Ignored by drivers without leases.
+	VisibilityTimeout time.Duration
+}
+
+// VisibilityTimeoutOrDefault returns the lease length these options ask for.
+func (o *ConsumerOptions) VisibilityTimeoutOrDefault() time.Duration {
+	if o == nil || o.VisibilityTimeout <= 0 {
+		return DefaultVisibilityTimeout
+	}
+	return o.VisibilityTimeout
+}
+
+// DefaultVisibilityTimeout is the lease length when none is configured.
+const DefaultVisibilityTimeout = 30 * time.Second
+
+// Driver stores and moves messages. Implementations are safe for concurrent
+// use.
+type Driver interface {
+	// Capabilities reports what the driver promises.
+	Capabilities() Capabilities
+	// Check verifies the server is reachable and recent enough, so that a
+	// process fails at start with a clear error rather than on first use.
+	Check(ctx context.Context) error
+	// Enqueue stores msgs, which may name different queues, in one round
+	// trip where the driver can. A nil error means every message is stored.
+	// Messages must pass ValidateMessage.
+	Enqueue(ctx context.Context, msgs []*Message) error
+	// Open starts consuming queue.
+	Open(ctx context.Context, queue string, opts *ConsumerOptions) (Consumer, error)
+}
+
+// Consumer fetches and settles the messages of one queue. It is safe for
+// concurrent use; settle methods may run while Fetch blocks.
+//
+// Batch methods settle every delivery they can; the error is nil or a
+// *multierror.Error of *DeliveryError, one per delivery that failed, so
+// errors.Is(err, ErrLeaseLost) works for a batch of one.
+type Consumer interface {
+	// Fetch returns between 1 and max deliveries. It blocks while the queue
+	// is empty, without polling Redis in a loop, and returns ctx.Err()
+	// promptly when ctx is done.
+	Fetch(ctx context.Context, max int) ([]*Delivery, error)
+	// Ack settles deliveries as done and removes them from Redis.
+	Ack(ctx context.Context, ds ...*Delivery) error
+	// Retry hands d back to be delivered again at at (now or earlier means at
+	// once) and counts a failed attempt.
+	Retry(ctx context.Context, d *Delivery, at time.Time) error
+	// Release hands deliveries back to the ready queue at once
+	// without counting an attempt: for a worker that stops before running them.
+	Release(ctx context.Context, ds ...*Delivery) error
+	// Discard moves d to the queue's discard queue with reason.
+	Discard(ctx context.Context, d *Delivery, reason string) error
+	// Extend pushes the lease deadline of each delivery to now + ttl and
+	// updates their LeaseDeadline.
+	Extend(ctx context.Context, ttl time.Duration, ds ...*Delivery) error
+	// Close stops the consumer. Deliveries it holds keep their leases.
+	Close(ctx context.Context) error
+}

@@ -1,0 +1,63 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrLeaseLost means the delivery's lease expired and the message was
+	// handed back or to another consumer; the settle or extension did nothing.
+	ErrLeaseLost = errors.New("conveyor: lease lost")
+	// ErrUnsupported means the driver cannot do what was asked (see
+	// Capabilities).
+	ErrUnsupported = errors.New("conveyor: not supported by this driver")
+	// ErrInvalidQueue is wrapped by every *QueueNameError.
+	ErrInvalidQueue = errors.New("conveyor: invalid queue name")
+	// ErrInvalidMessage is wrapped by every *MessageError.
+	ErrInvalidMessage = errors.New("conveyor: invalid message")
+	// ErrQueueFull means the queue is at its configured maximum length.
+	ErrQueueFull = errors.New("conveyor: queue full")
+	// ErrClosed means the driver or consumer was closed.
+	ErrClosed = errors.New("conveyor: closed")
+	// ErrRedisTooOld means the server is older than the minimum Conveyor needs.
+	ErrRedisTooOld = errors.New("conveyor: redis server too old")
+)
+
+// QueueNameError reports a queue name that cannot be used as part of a key.
+type QueueNameError struct {
+	Name   string
+	Reason string
+}
+
+func (e *QueueNameError) Error() string {
+	return fmt.Sprintf("conveyor: invalid queue name %q: %s", e.Name, e.Reason)
+}
+
+func (e *QueueNameError) Unwrap() error { return ErrInvalidQueue }
+
+// MessageError reports a message that cannot be enqueued as it is.
+type MessageError struct {
+	ID     string
+	Field  string
+	Reason string
+}
+
+func (e *MessageError) Error() string {
+	return fmt.Sprintf("conveyor: invalid message %q: %s: %s", e.ID, e.Field, e.Reason)
+}
+
+func (e *MessageError) Unwrap() error { return ErrInvalidMessage }
+
+// DeliveryError ties the error of one settle or extension in a batch to its
+// delivery. Batch methods return a *multierror.Error of these.
+type DeliveryError struct {
+	Delivery *Delivery
+	Err      error
+}
+
+func (e *DeliveryError) Error() string {
+	return fmt.Sprintf("message %s: %v", e.Delivery.ID, e.Err)
+}
+
+func (e *DeliveryError) Unwrap() error { return e.Err }

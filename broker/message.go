@@ -1,0 +1,50 @@
+package broker
+
+import "time"
+
+// Message is a job or notification as it travels through a queue.
+type Message struct {
+	// ID is unique among the live messages of a queue and sortable by
+	// creation time when Conveyor generates it. A caller-supplied ID is a
+	// business key (for example "order:123:timeout").
+	ID string
+	// Kind routes the message to a handler.
+	Kind string
+	// Queue names the queue the message lives in.
+	Queue string
+	// Payload is opaque to the broker.
+	Payload []byte
+	// Headers carry metadata such as trace context or an idempotency key.
+	Headers map[string]string
+	// Attempt counts the handler runs that ended in a retry: 0 on the first
+	// delivery. Crash recoveries do not count here; see Recoveries.
+	Attempt int
+	// Recoveries counts the times the message went back to its queue because
+	// a lease expired (its worker crashed or stalled), apart from handler
+	// failures.
+	Recoveries int
+	// MaxAttempts caps handler runs; 0 means the consumer's default.
+	MaxAttempts int
+	// Timeout bounds one handler run; 0 means the consumer's default.
+	Timeout time.Duration
+	// EnqueuedAt is when the producer enqueued the message.
+	EnqueuedAt time.Time
+	// RunAt, when after now, delays the message: it becomes ready at RunAt.
+	// Only drivers with Capabilities.Delay accept it.
+	RunAt time.Time
+}
+
+// Delivery is a Message handed to one consumer under a lease.
+type Delivery struct {
+	Message
+	// Receipt identifies this delivery to the driver (an entry ID, a list
+	// member); opaque to callers.
+	Receipt string
+	// Token fences the delivery: every settle and extension is checked
+	// against it atomically, so a consumer whose lease expired and whose
+	// message was delivered again cannot settle it.
+	Token string
+	// LeaseDeadline is when the lease runs out unless extended. Zero for
+	// drivers without leases.
+	LeaseDeadline time.Time
+}

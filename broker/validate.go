@@ -1,0 +1,59 @@
+package broker
+
+import (
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxNameLen caps queue names, message IDs and kinds, in bytes.
+const MaxNameLen = 128
+
+// ValidateQueue reports whether name can be used as a queue name: 1 to
+// MaxNameLen bytes of valid UTF-8 with no control characters, no spaces and
+// no braces (a brace would change the queue's Redis Cluster hash slot).
+func ValidateQueue(name string) error {
+	if reason := checkName(name); reason != "" {
+		return &QueueNameError{Name: name, Reason: reason}
+	}
+	return nil
+}
+
+// ValidateMessage checks the fields a driver relies on: the queue name, an ID
+// and a kind that obey the same rules as queue names.
+func ValidateMessage(m *Message) error {
+	if err := ValidateQueue(m.Queue); err != nil {
+		return err
+	}
+	if reason := checkName(m.ID); reason != "" {
+		return &MessageError{ID: m.ID, Field: "ID", Reason: reason}
+	}
+	if reason := checkName(m.Kind); reason != "" {
+		return &MessageError{ID: m.ID, Field: "Kind", Reason: reason}
+	}
+	if m.Attempt < 0 || m.Recoveries < 0 || m.MaxAttempts < 0 || m.Timeout < 0 {
+		return &MessageError{ID: m.ID, Field: "counters", Reason: "negative"}
+	}
+	return nil
+}
+
+func checkName(s string) string {
+	switch {
+	case s == "":
+		return "empty"
+	case len(s) > MaxNameLen:
+		return "longer than 128 bytes"
+	case !utf8.ValidString(s):
+		return "not valid UTF-8"
+	}
+	for _, r := range s {
+		switch {
+		case r == '{' || r == '}':
+			return "contains a brace"
+		case unicode.IsControl(r):
+			return "contains a control character"
+		case unicode.IsSpace(r):
+			return "contains white space"
+		}
+	}
+	return ""
+}

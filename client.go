@@ -1,0 +1,147 @@
+package conveyor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/groupcommit"
+)
+
+// DefaultMaxPayloadBytes caps a job's payload unless configured otherwise.
+const DefaultMaxPayloadBytes = 1 << 20
+
+// ClientConfig configures a Client. The zero value is valid.
+type ClientConfig struct {
+	// DefaultQueue receives jobs whose options name no queue. Defaults to
+	// "default".
+	DefaultQueue string
+	// MaxPayloadBytes caps the encoded payload of a job; a larger one is
+	// refused with a *PayloadTooLargeError. Defaults to 1 MiB.
+	MaxPayloadBytes int
+	// Middleware wraps every enqueue, first outermost (tracing, unique keys).
+	Middleware []EnqueueMiddleware
+	// MaxRoundTrips caps the enqueue round trips the client has in flight at
+	// once. Calls that find them all busy wait and are sent together in the
+	// next one (group commit), which is how many goroutines calling Enqueue
+	// share a few round trips. Defaults to 8.
+	MaxRoundTrips int
+	// Now is the clock for EnqueuedAt and new IDs. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// EnqueueFunc stores a batch of messages; nil means all are stored.
+type EnqueueFunc func(ctx context.Context, msgs []*broker.Message) error
+
+// EnqueueMiddleware wraps the enqueue path, as Middleware wraps handlers.
+type EnqueueMiddleware func(next EnqueueFunc) EnqueueFunc
+
+// Client enqueues jobs. It is safe for concurrent use and needs no Close.
+type Client struct {
+	d     broker.Driver
+	cfg   ClientConfig
+	send  EnqueueFunc
+	batch *groupcommit.Committer[[]*broker.Message]
+}
+
+// maxCoalesced caps the Enqueue calls one shared round trip carries.
+const maxCoalesced = 256
+
+// NewClient returns a client that enqueues through d.
+func NewClient(d broker.Driver, cfg *ClientConfig) (*Client, error) {
+	if d == nil {
+		return nil, errors.New("conveyor: NewClient: nil driver")
+	}
+	c := &Client{d: d}
+	if cfg != nil {
+		c.cfg = *cfg
+	}
+	if c.cfg.DefaultQueue == "" {
+		c.cfg.DefaultQueue = "default"
+	}
+	if err := broker.ValidateQueue(c.cfg.DefaultQueue); err != nil {
+		return nil, fmt.Errorf("conveyor: NewClient: DefaultQueue: %w", err)
+	}
+	if c.cfg.MaxPayloadBytes == 0 {
+		c.cfg.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	if c.cfg.MaxPayloadBytes < 0 {
+		return nil, errors.New("conveyor: NewClient: MaxPayloadBytes is negative")
+	}
+	if c.cfg.MaxRoundTrips == 0 {
+		c.cfg.MaxRoundTrips = 8
+	}
+	if c.cfg.MaxRoundTrips < 0 {
+		return nil, errors.New("conveyor: NewClient: MaxRoundTrips is negative")
+	}
+	if c.cfg.Now == nil {
+		c.cfg.Now = time.Now
+	}
+	c.batch = groupcommit.New(c.cfg.MaxRoundTrips, maxCoalesced, c.sendBatches)
+	c.send = c.batch.Do
+	for i := len(c.cfg.Middleware) - 1; i >= 0; i-- {
+		c.send = c.cfg.Middleware[i](c.send)
+	}
+	return c, nil
+}
+
+// Enqueue stores one job of kind with args as its payload (see
+// Request.Args) and returns the stored message. A nil error means the job is
+// in Redis.
+func (c *Client) Enqueue(ctx context.Context, kind string, args any, opts *EnqueueOptions) (*broker.Message, error) {
+	msgs, err := c.EnqueueMany(ctx, Request{Kind: kind, Args: args, Opts: opts})
+	if err != nil {
+		return nil, err
+	}
+	return msgs[0], nil
+}
+
+// EnqueueMany stores a batch of jobs in one round trip. Either every job is
+// checked and sent, or none is: an invalid request fails the whole call
+// before anything is stored.
+func (c *Client) EnqueueMany(ctx context.Context, reqs ...Request) ([]*broker.Message, error) {
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	now := c.cfg.Now()
+	msgs := make([]*broker.Message, len(reqs))
+	for i, r := range reqs {
+		m, err := c.message(r, now)
+		if err != nil {
+			return nil, err
+		}
+		msgs[i] = m
+	}
+	if err := c.send(ctx, msgs); err != nil {
+		return nil, err
+	}
+	return msgs, nil
+}
+
+// sendBatches stores the messages of several Enqueue calls in one round
+// trip (see groupcommit). A refusal that concerns one queue (full) must not
+// fail the calls for other queues, so on ErrQueueFull each call is sent again
+// on its own. Other errors (Redis unreachable) fail every call of the batch:
+// for them the outcome is unknown, as for any failed round trip.
+func (c *Client) sendBatches(ctx context.Context, batches [][]*broker.Message) []error {
+	errs := make([]error, len(batches))
+	if len(batches) == 1 {
+		errs[0] = c.d.Enqueue(ctx, batches[0])
+		return errs
+	}
+	var all []*broker.Message
+	for _, b := range batches {
+		all = append(all, b...)
+	}
+	err := c.d.Enqueue(ctx, all)
+	for i, b := range batches {
+		if err != nil && errors.Is(err, broker.ErrQueueFull) {
+			errs[i] = c.d.Enqueue(ctx, b)
+		} else {
+			errs[i] = err
+		}
+	}
+	return errs
+}

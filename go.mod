@@ -1,0 +1,13 @@
+module github.com/conveyorq/conveyor
+
+go 1.25
+
+require github.com/redis/go-redis/v9 v9.22.0
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/hashicorp/errwrap v1.0.0 // indirect
+	github.com/hashicorp/go-multierror v1.1.1 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.38.0 // indirect
+)

@@ -1,0 +1,198 @@
+// Package codec encodes a broker.Message as the single string Conveyor keeps
+// in Redis.
+//
+// The encoding starts with a short text header that Lua scripts can read and
+// rewrite with string patterns alone (no cjson/cmsgpack, so the scripts run
+// on miniredis too):
+//
+//	1,<deliveries>,<attempt>,<recoveries>,<len(id)>:<id><body>
+//
+// deliveries counts fetches and is the list driver's fencing token; attempt
+// and recoveries are broker.Message's counters. body is binary: uvarint
+// lengths and values, see appendBody. Nothing in the body is read by Lua.
+package codec
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/conveyorq/conveyor/broker"
+)
+
+// ErrMalformed is wrapped by every decoding error.
+var ErrMalformed = errors.New("conveyor: malformed stored message")
+
+const version = '1'
+
+// Header is the part of an encoded message that scripts read and rewrite.
+type Header struct {
+	Deliveries int
+	Attempt    int
+	Recoveries int
+	ID         string
+}
+
+// Encode returns the stored form of m with the given delivery count.
+func Encode(m *broker.Message, deliveries int) []byte {
+	b := make([]byte, 0, 48+len(m.ID)+len(m.Kind)+len(m.Payload))
+	b = append(b, version, ',')
+	b = strconv.AppendInt(b, int64(deliveries), 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, int64(m.Attempt), 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, int64(m.Recoveries), 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, int64(len(m.ID)), 10)
+	b = append(b, ':')
+	b = append(b, m.ID...)
+	return appendBody(b, m)
+}
+
+// body layout, in order: kind (len+bytes), payload (len+bytes), enqueuedAt
+// (unix ms), maxAttempts, timeout (ms), header count, then each header's key
+// and value (len+bytes).
+func appendBody(b []byte, m *broker.Message) []byte {
+	b = appendBytes(b, m.Kind)
+	b = appendBytes(b, m.Payload)
+	var enq int64
+	if !m.EnqueuedAt.IsZero() {
+		enq = m.EnqueuedAt.UnixMilli()
+	}
+	b = binary.AppendVarint(b, enq)
+	b = binary.AppendUvarint(b, uint64(m.MaxAttempts))
+	b = binary.AppendUvarint(b, uint64(m.Timeout/time.Millisecond))
+	b = binary.AppendUvarint(b, uint64(len(m.Headers)))
+	for k, v := range m.Headers {
+		b = appendBytes(b, k)
+		b = appendBytes(b, v)
+	}
+	return b
+}
+
+func appendBytes[T string | []byte](b []byte, s T) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// Decode parses a stored message into m (Queue is left as it is) and returns
+// its delivery count.
+func Decode(data []byte, m *broker.Message) (deliveries int, err error) {
+	h, n, err := ParseHeader(data)
+	if err != nil {
+		return 0, err
+	}
+	m.ID, m.Attempt, m.Recoveries = h.ID, h.Attempt, h.Recoveries
+	r := reader{b: data[n:]}
+	m.Kind = string(r.bytes())
+	if p := r.bytes(); len(p) > 0 {
+		m.Payload = append([]byte(nil), p...)
+	} else {
+		m.Payload = nil
+	}
+	if enq := r.varint(); enq != 0 {
+		m.EnqueuedAt = time.UnixMilli(enq)
+	}
+	m.MaxAttempts = int(r.uvarint())
+	m.Timeout = time.Duration(r.uvarint()) * time.Millisecond
+	nh := r.uvarint()
+	if nh > uint64(len(r.b)) { // each header takes at least two bytes
+		return 0, fmt.Errorf("%w: header count %d", ErrMalformed, nh)
+	}
+	m.Headers = nil
+	if nh > 0 {
+		m.Headers = make(map[string]string, nh)
+		for i := uint64(0); i < nh; i++ {
+			k := string(r.bytes())
+			m.Headers[k] = string(r.bytes())
+		}
+	}
+	if r.err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrMalformed, r.err)
+	}
+	if len(r.b) != 0 {
+		return 0, fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(r.b))
+	}
+	return h.Deliveries, nil
+}
+
+// ParseHeader reads the text header and returns it with its length in bytes.
+func ParseHeader(data []byte) (Header, int, error) {
+	var h Header
+	if len(data) < 2 || data[0] != version || data[1] != ',' {
+		return h, 0, fmt.Errorf("%w: unknown version", ErrMalformed)
+	}
+	i := 2
+	var fields [4]int
+	for f := range fields {
+		stop := byte(',')
+		if f == len(fields)-1 {
+			stop = ':'
+		}
+		start := i
+		for i < len(data) && data[i] != stop {
+			if data[i] < '0' || data[i] > '9' || i-start > 9 {
+				return h, 0, fmt.Errorf("%w: bad header number", ErrMalformed)
+			}
+			i++
+		}
+		if i == start || i == len(data) {
+			return h, 0, fmt.Errorf("%w: short header", ErrMalformed)
+		}
+		fields[f], _ = strconv.Atoi(string(data[start:i]))
+		i++
+	}
+	idLen := fields[3]
+	if idLen > len(data)-i {
+		return h, 0, fmt.Errorf("%w: id length %d", ErrMalformed, idLen)
+	}
+	h = Header{Deliveries: fields[0], Attempt: fields[1], Recoveries: fields[2], ID: string(data[i : i+idLen])}
+	return h, i + idLen, nil
+}
+
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err = errors.New("bad uvarint")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) varint() int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.err = errors.New("bad varint")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) bytes() []byte {
+	n := r.uvarint()
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.b)) {
+		r.err = fmt.Errorf("length %d past end", n)
+		return nil
+	}
+	v := r.b[:n]
+	r.b = r.b[n:]
+	return v
+}

@@ -1,0 +1,116 @@
+// Package script runs Conveyor's embedded Lua scripts and maps the status
+// codes they reply with to the sentinel errors of package broker, from one
+// table.
+//
+// Every script is fixed text in a lua/*.lua file beside the Go that runs it;
+// data only travels in KEYS and ARGV. A script signals a refusal with an
+// error reply "CONVEYOR <CODE> <detail>" or, in a batch, with a per-item
+// status string; Err and Status map both.
+package script
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/conveyorq/conveyor/broker"
+)
+
+// Script is one embedded Lua script.
+type Script struct {
+	name string
+	s    *redis.Script
+}
+
+// New wraps src; name appears in errors.
+func New(name, src string) *Script {
+	return &Script{name: name, s: redis.NewScript(src)}
+}
+
+// Name returns the script's name.
+func (s *Script) Name() string { return s.name }
+
+// Run runs the script (EVALSHA, falling back to EVAL on NOSCRIPT) and maps a
+// Conveyor error reply to its sentinel.
+func (s *Script) Run(ctx context.Context, c redis.Scripter, keys []string, args ...any) (any, error) {
+	v, err := s.s.Run(ctx, c, keys, args...).Result()
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	return v, nil
+}
+
+// EvalSha queues the script on a pipeline by SHA; pair it with Load so the
+// server has it (see Preload).
+func (s *Script) EvalSha(ctx context.Context, p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
+	return s.s.EvalSha(ctx, p, keys, args...)
+}
+
+// Eval queues the full script text on a pipeline.
+func (s *Script) Eval(ctx context.Context, p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
+	return s.s.Eval(ctx, p, keys, args...)
+}
+
+// Result maps the error of a pipelined run of the script.
+func (s *Script) Result(cmd *redis.Cmd) (any, error) {
+	v, err := cmd.Result()
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	return v, nil
+}
+
+func (s *Script) wrap(err error) error {
+	if mapped := Err(err); mapped != err {
+		return mapped
+	}
+	return fmt.Errorf("conveyor: script %s: %w", s.name, err)
+}
+
+// IsNoScript reports whether err says the server does not have the script.
+func IsNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+var codes = map[string]error{
+	"LEASE_LOST":  broker.ErrLeaseLost,
+	"QUEUE_FULL":  broker.ErrQueueFull,
+	"UNSUPPORTED": broker.ErrUnsupported,
+}
+
+// Status maps a per-item status string from a batch reply: "OK" is nil.
+func Status(code string) error {
+	if code == "OK" {
+		return nil
+	}
+	if e, ok := codes[code]; ok {
+		return e
+	}
+	return fmt.Errorf("conveyor: unexpected script status %q", code)
+}
+
+// Err maps an error reply "CONVEYOR <CODE> <detail>" to its sentinel,
+// wrapped with the detail; other errors come back unchanged.
+func Err(err error) error {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return err
+	}
+	msg := rerr.Error()
+	rest, ok := strings.CutPrefix(msg, "CONVEYOR ")
+	if !ok {
+		return err
+	}
+	code, detail, _ := strings.Cut(rest, " ")
+	sentinel, ok := codes[code]
+	if !ok {
+		return err
+	}
+	if detail == "" {
+		return sentinel
+	}
+	return fmt.Errorf("%w: %s", sentinel, detail)
+}

@@ -1,0 +1,93 @@
+package conveyor
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/conveyorq/conveyor/broker"
+)
+
+// Job is what a handler sees: the message, and settle methods bound to the
+// delivery that brought it. Settle methods are fenced: once the job's lease
+// is lost (it expired and the job was delivered again), they fail with
+// ErrLeaseLost and change nothing.
+type Job struct {
+	broker.Message
+
+	delivery *broker.Delivery
+	settler  Settler
+	state    atomic.Int32
+}
+
+const (
+	unsettled int32 = iota
+	settling
+	settled
+)
+
+// Settler carries out a Job's settle calls; the worker pool provides one
+// (batching acks, tracking leases). Tests may provide their own.
+type Settler interface {
+	Ack(ctx context.Context, d *broker.Delivery) error
+	Retry(ctx context.Context, d *broker.Delivery, at time.Time) error
+	Discard(ctx context.Context, d *broker.Delivery, reason string) error
+	Extend(ctx context.Context, d *broker.Delivery, ttl time.Duration) error
+}
+
+// NewJob binds a delivery to the settler that settles it.
+func NewJob(d *broker.Delivery, s Settler) *Job {
+	return &Job{Message: d.Message, delivery: d, settler: s}
+}
+
+// Settled reports whether the job was acked, retried or discarded.
+func (j *Job) Settled() bool { return j.state.Load() == settled }
+
+// Ack settles the job as done.
+func (j *Job) Ack(ctx context.Context) error {
+	return j.settle(func() error { return j.settler.Ack(ctx, j.delivery) })
+}
+
+// Retry hands the job back to run again at at and counts a failed attempt.
+// The worker slot is free at once; nothing sleeps in process.
+func (j *Job) Retry(ctx context.Context, at time.Time) error {
+	return j.settle(func() error { return j.settler.Retry(ctx, j.delivery, at) })
+}
+
+// Nack hands the job back to run again as soon as possible, counting a failed
+// attempt.
+func (j *Job) Nack(ctx context.Context) error { return j.Retry(ctx, time.Time{}) }
+
+// Discard moves the job to its queue's discard queue with reason.
+func (j *Job) Discard(ctx context.Context, reason string) error {
+	return j.settle(func() error { return j.settler.Discard(ctx, j.delivery, reason) })
+}
+
+// Extend says the job is still being worked on: its lease runs until now+d.
+// The pool already extends the leases of running jobs; call Extend for a
+// longer lease than the visibility timeout.
+func (j *Job) Extend(ctx context.Context, d time.Duration) error {
+	if j.state.Load() != unsettled {
+		return ErrAlreadySettled
+	}
+	return j.settler.Extend(ctx, j.delivery, d)
+}
+
+// settle runs one settle call at most once. A call that failed for another
+// reason than a lost lease (Redis unreachable, say) leaves the job unsettled
+// so that it can be tried again; its lease still protects it meanwhile.
+func (j *Job) settle(f func() error) error {
+	if !j.state.CompareAndSwap(unsettled, settling) {
+		return ErrAlreadySettled
+	}
+	err := f()
+	if err != nil && !isLeaseLost(err) {
+		j.state.Store(unsettled)
+		return err
+	}
+	j.state.Store(settled)
+	return err
+}
+
+func isLeaseLost(err error) bool { return errors.Is(err, ErrLeaseLost) }

@@ -1,0 +1,112 @@
+package conveyor
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/ulid"
+)
+
+// EnqueueOptions are the per-call options of Enqueue. A nil *EnqueueOptions
+// means all defaults. Conveyor uses nil-able option structs for every
+// per-call option set (see docs/architecture.md).
+type EnqueueOptions struct {
+	// Queue to enqueue to. Defaults to the client's DefaultQueue.
+	Queue string
+	// ID of the job. Defaults to a new time-sortable ID. A caller-supplied
+	// ID must be unique among the queue's live jobs (a business key such as
+	// "order:123:timeout").
+	ID string
+	// Headers travel with the job (trace context, correlation IDs).
+	Headers map[string]string
+	// Delay makes the job ready after Delay. Must not be negative.
+	Delay time.Duration
+	// RunAt makes the job ready at RunAt; it wins over Delay when both are set.
+	RunAt time.Time
+	// MaxAttempts caps handler runs. Defaults to the pool's setting.
+	MaxAttempts int
+	// Timeout bounds one handler run. Defaults to the pool's setting.
+	Timeout time.Duration
+}
+
+// Request is one job of an EnqueueMany call.
+type Request struct {
+	Kind string
+	// Args is the payload: []byte and json.RawMessage are stored as they are,
+	// nil as an empty payload, anything else as its JSON encoding.
+	Args any
+	Opts *EnqueueOptions
+}
+
+// maxRunAhead bounds how far in the future a job may be scheduled, so that a
+// typo (year 9999) is an error rather than a job that never runs.
+const maxRunAhead = 100 * 365 * 24 * time.Hour
+
+// message builds the broker message for one request.
+func (c *Client) message(r Request, now time.Time) (*broker.Message, error) {
+	payload, err := encodeArgs(r.Args)
+	if err != nil {
+		return nil, fmt.Errorf("conveyor: encode args of %s: %w", r.Kind, err)
+	}
+	if len(payload) > c.cfg.MaxPayloadBytes {
+		return nil, &PayloadTooLargeError{Kind: r.Kind, Size: len(payload), Limit: c.cfg.MaxPayloadBytes}
+	}
+	o := r.Opts
+	if o == nil {
+		o = &EnqueueOptions{}
+	}
+	m := &broker.Message{
+		ID: o.ID, Kind: r.Kind, Queue: o.Queue, Payload: payload, Headers: copyHeaders(o.Headers),
+		MaxAttempts: o.MaxAttempts, Timeout: o.Timeout, EnqueuedAt: now,
+	}
+	if m.Queue == "" {
+		m.Queue = c.cfg.DefaultQueue
+	}
+	if m.ID == "" {
+		m.ID = ulid.New(now)
+	}
+	switch {
+	case o.Delay < 0:
+		return nil, &broker.MessageError{ID: m.ID, Field: "Delay", Reason: "negative"}
+	case !o.RunAt.IsZero():
+		if o.RunAt.Sub(now) > maxRunAhead {
+			return nil, &broker.MessageError{ID: m.ID, Field: "RunAt", Reason: "more than 100 years ahead"}
+		}
+		m.RunAt = o.RunAt
+	case o.Delay > 0:
+		if o.Delay > maxRunAhead {
+			return nil, &broker.MessageError{ID: m.ID, Field: "Delay", Reason: "more than 100 years"}
+		}
+		m.RunAt = now.Add(o.Delay)
+	}
+	if err := broker.ValidateMessage(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func encodeArgs(args any) ([]byte, error) {
+	switch a := args.(type) {
+	case nil:
+		return nil, nil
+	case []byte:
+		return a, nil
+	case json.RawMessage:
+		return a, nil
+	default:
+		return json.Marshal(a)
+	}
+}
+
+func copyHeaders(h map[string]string) map[string]string {
+	if len(h) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(h))
+	for k, v := range h {
+		out[k] = v
+	}
+	return out
+}

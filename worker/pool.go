@@ -1,0 +1,371 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/conveyorq/conveyor"
+	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/groupcommit"
+)
+
+// ErrShutdown is the cause of a handler context cancelled because the pool
+// stopped and the shutdown grace ran out.
+var ErrShutdown = errors.New("conveyor: pool shutting down")
+
+// ErrPoolRunning is returned by Run when the pool already ran.
+var ErrPoolRunning = errors.New("conveyor: pool already started")
+
+// Pool fetches jobs from one queue and runs them, at most Concurrency at a
+// time.
+type Pool struct {
+	d   broker.Driver
+	h   conveyor.Handler
+	cfg Config
+	log *slog.Logger
+
+	started  atomic.Bool
+	shutdown chan struct{} // closed by Shutdown
+	stopOnce sync.Once
+	done     chan struct{} // closed when Run returns
+
+	mu      sync.Mutex
+	running map[*broker.Delivery]*task
+	wg      sync.WaitGroup
+
+	cons broker.Consumer
+	acks *groupcommit.Committer[*broker.Delivery]
+}
+
+// task is one running job.
+type task struct {
+	d      *broker.Delivery
+	job    *conveyor.Job
+	cancel context.CancelCauseFunc
+	// mu serialises lease extensions of d (the heartbeat and Job.Extend) and
+	// guards released.
+	mu       sync.Mutex
+	released bool
+}
+
+// NewPool returns a pool that runs h on the jobs of cfg.Queue.
+func NewPool(d broker.Driver, h conveyor.Handler, cfg *Config) (*Pool, error) {
+	if d == nil || h == nil {
+		return nil, errors.New("worker: NewPool: nil driver or handler")
+	}
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	c, err := c.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if len(c.Middleware) > 0 {
+		h = conveyor.Chain(c.Middleware...)(h)
+	}
+	return &Pool{
+		d: d, h: h, cfg: c, log: c.Logger.With("queue", c.Queue),
+		shutdown: make(chan struct{}),
+		done:     make(chan struct{}),
+		running:  make(map[*broker.Delivery]*task),
+	}, nil
+}
+
+// Run fetches and runs jobs until ctx is cancelled or Shutdown is called,
+// then stops fetching, lets running jobs finish for ShutdownGrace, cancels
+// the rest and hands their jobs back to the queue. It returns nil after a
+// clean stop, or the error that kept it from starting (Redis unreachable).
+func (p *Pool) Run(ctx context.Context) error {
+	if !p.started.CompareAndSwap(false, true) {
+		return ErrPoolRunning
+	}
+	defer close(p.done)
+	if err := p.d.Check(ctx); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	cons, err := p.d.Open(ctx, p.cfg.Queue, &broker.ConsumerOptions{VisibilityTimeout: p.cfg.VisibilityTimeout})
+	if err != nil {
+		return fmt.Errorf("worker: open queue %s: %w", p.cfg.Queue, err)
+	}
+	p.cons = cons
+	p.acks = groupcommit.New(4, 256, p.sendAcks)
+
+	fetchCtx, stopFetching := context.WithCancel(ctx)
+	defer stopFetching()
+	go func() {
+		select {
+		case <-p.shutdown:
+			stopFetching()
+		case <-fetchCtx.Done():
+		}
+	}()
+	// Handlers keep ctx's values but not its cancellation: the pool decides
+	// when they stop (after the grace).
+	handlerCtx, cancelHandlers := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancelHandlers(ErrShutdown)
+
+	hbDone := make(chan struct{})
+	hbStopped := make(chan struct{})
+	go func() {
+		defer close(hbStopped)
+		p.heartbeat(hbDone)
+	}()
+
+	p.fetchLoop(fetchCtx, handlerCtx)
+	p.drain(cancelHandlers)
+
+	close(hbDone)
+	<-hbStopped
+	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := cons.Close(closeCtx); err != nil {
+		p.log.Warn("close consumer", "err", err)
+	}
+	return nil
+}
+
+// Shutdown stops the pool as cancelling Run's context does, and waits until
+// Run has returned or ctx is done.
+func (p *Pool) Shutdown(ctx context.Context) error {
+	p.stopOnce.Do(func() { close(p.shutdown) })
+	if !p.started.Load() {
+		return nil
+	}
+	select {
+	case <-p.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// fetchLoop asks for as many jobs as there are free slots, blocking in the
+// driver while the queue is empty.
+func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
+	slots := make(chan struct{}, p.cfg.Concurrency)
+	backoff := 100 * time.Millisecond
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		n := 1
+	more:
+		for n < p.cfg.Concurrency {
+			select {
+			case slots <- struct{}{}:
+				n++
+			default:
+				break more
+			}
+		}
+		ds, err := p.cons.Fetch(ctx, n)
+		for range n - len(ds) {
+			<-slots
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			p.log.Error("fetch failed; retrying", "err", err, "in", backoff)
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		for _, d := range ds {
+			t := &task{d: d}
+			t.job = conveyor.NewJob(d, settler{p: p, t: t})
+			p.mu.Lock()
+			p.running[d] = t
+			p.mu.Unlock()
+			p.wg.Add(1)
+			go func() {
+				defer func() { <-slots }()
+				p.run(handlerCtx, t)
+			}()
+		}
+	}
+}
+
+// drain waits up to the grace for running jobs, then cancels the rest and
+// hands their jobs back at once.
+func (p *Pool) drain(cancelHandlers context.CancelCauseFunc) {
+	finished := make(chan struct{})
+	go func() {
+		p.wg.Wait()
+		close(finished)
+	}()
+	grace := time.NewTimer(p.cfg.ShutdownGrace)
+	defer grace.Stop()
+	select {
+	case <-finished:
+		return
+	case <-grace.C:
+	}
+	cancelHandlers(ErrShutdown)
+	p.mu.Lock()
+	var ds []*broker.Delivery
+	for d, t := range p.running {
+		t.mu.Lock()
+		if !t.job.Settled() && !t.released {
+			t.released = true
+			ds = append(ds, d)
+		}
+		t.mu.Unlock()
+	}
+	p.mu.Unlock()
+	if len(ds) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := p.cons.Release(ctx, ds...)
+	p.log.Info("shutdown grace over; handed running jobs back", "jobs", len(ds), "err", err)
+}
+
+// run runs one job and settles it if the handler did not.
+func (p *Pool) run(base context.Context, t *task) {
+	defer p.wg.Done()
+	defer func() {
+		p.mu.Lock()
+		delete(p.running, t.d)
+		p.mu.Unlock()
+	}()
+	ctx, cancel := context.WithCancelCause(base)
+	defer cancel(nil)
+	t.mu.Lock()
+	t.cancel = cancel
+	t.mu.Unlock()
+	if timeout := cmp.Or(t.d.Timeout, p.cfg.JobTimeout); timeout > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeout(ctx, timeout)
+		defer stop()
+	}
+	err := p.call(ctx, t.job)
+	if t.job.Settled() {
+		return
+	}
+	t.mu.Lock()
+	released := t.released
+	t.mu.Unlock()
+	if released {
+		return
+	}
+	if cause := context.Cause(ctx); errors.Is(cause, broker.ErrLeaseLost) {
+		p.log.Warn("lease lost; job left to its next delivery", p.jobAttrs(t.d)...)
+		return
+	}
+	p.settle(t, err)
+}
+
+// call runs the handler, turning a panic into an error with its stack so one
+// bad job cannot take the pool down.
+func (p *Pool) call(ctx context.Context, job *conveyor.Job) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("conveyor: handler panicked: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return p.h.ProcessJob(ctx, job)
+}
+
+// settle applies the failure policy to a job its handler left unsettled.
+func (p *Pool) settle(t *task, herr error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	job := t.job
+	if herr == nil {
+		if err := job.Ack(ctx); err != nil {
+			p.log.Warn("ack failed", append(p.jobAttrs(t.d), "err", err)...)
+		}
+		return
+	}
+	maxAttempts := cmp.Or(job.MaxAttempts, p.cfg.MaxAttempts)
+	attempt := job.Attempt + 1 // this run
+	var err error
+	switch {
+	case conveyor.IsSkipRetry(herr) || attempt >= maxAttempts:
+		err = job.Discard(ctx, truncate(herr.Error(), 1024))
+		p.log.Warn("job discarded", append(p.jobAttrs(t.d), "err", herr)...)
+	default:
+		delay, ok := conveyor.RetryAfterOf(herr)
+		if !ok {
+			delay = p.cfg.Backoff(attempt)
+		}
+		err = job.Retry(ctx, time.Now().Add(delay))
+		p.log.Info("job failed; retrying", append(p.jobAttrs(t.d), "err", herr, "in", delay)...)
+	}
+	if err != nil {
+		p.log.Warn("settle failed", append(p.jobAttrs(t.d), "err", err)...)
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+func (p *Pool) jobAttrs(d *broker.Delivery) []any {
+	return []any{"kind", d.Kind, "job_id", d.ID, "attempt", d.Attempt}
+}
+
+// sendAcks acks a batch of deliveries and returns each one's outcome.
+func (p *Pool) sendAcks(ctx context.Context, ds []*broker.Delivery) []error {
+	return perDelivery(ds, p.cons.Ack(ctx, ds...))
+}
+
+// perDelivery spreads a batch error over the deliveries it names; an error
+// that names none (the round trip failed) applies to all.
+func perDelivery(ds []*broker.Delivery, err error) []error {
+	errs := make([]error, len(ds))
+	if err == nil {
+		return errs
+	}
+	var named bool
+	for _, e := range unwrapAll(err) {
+		var de *broker.DeliveryError
+		if errors.As(e, &de) {
+			for i, d := range ds {
+				if d == de.Delivery {
+					errs[i] = de.Err
+					named = true
+				}
+			}
+		}
+	}
+	if !named {
+		for i := range errs {
+			errs[i] = err
+		}
+	}
+	return errs
+}
+
+func unwrapAll(err error) []error {
+	if m, ok := err.(interface{ Unwrap() []error }); ok {
+		return m.Unwrap()
+	}
+	// go-multierror exposes its list as WrappedErrors.
+	if m, ok := err.(interface{ WrappedErrors() []error }); ok {
+		return m.WrappedErrors()
+	}
+	return []error{err}
+}

@@ -1,0 +1,105 @@
+package codec
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/conveyorq/conveyor/broker"
+)
+
+func TestRoundTrip(t *testing.T) {
+	t.Parallel()
+	in := &broker.Message{
+		ID: "order:123:timeout", Kind: "order.cancel", Payload: []byte{0, 1, 2, 0xff, ','},
+		Headers: map[string]string{"traceparent": "00-abc", "": "empty key"},
+		Attempt: 3, Recoveries: 2, MaxAttempts: 7, Timeout: 1500 * time.Millisecond,
+		EnqueuedAt: time.UnixMilli(1_700_000_000_123),
+	}
+	data := Encode(in, 42)
+	var out broker.Message
+	n, err := Decode(data, &out)
+	if err != nil {
+		t.Fatalf("Decode: %v", err)
+	}
+	if n != 42 {
+		t.Fatalf("deliveries = %d, want 42", n)
+	}
+	if !reflect.DeepEqual(*in, out) {
+		t.Fatalf("round trip:\n in %+v\nout %+v", *in, out)
+	}
+	if !bytes.HasPrefix(data, []byte("1,42,3,2,17:order:123:timeout")) {
+		t.Fatalf("header is not what Lua expects: %q", data[:40])
+	}
+}
+
+func TestEmptyFieldsRoundTrip(t *testing.T) {
+	t.Parallel()
+	in := &broker.Message{ID: "x", Kind: "k"}
+	var out broker.Message
+	if _, err := Decode(Encode(in, 0), &out); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(*in, out) {
+		t.Fatalf("round trip:\n in %+v\nout %+v", *in, out)
+	}
+}
+
+func TestMalformed(t *testing.T) {
+	t.Parallel()
+	good := Encode(&broker.Message{ID: "id", Kind: "k", Payload: []byte("p")}, 1)
+	for name, data := range map[string][]byte{
+		"empty":        nil,
+		"version":      []byte("2,0,0,0,2:id"),
+		"short header": []byte("1,0,0"),
+		"letters":      []byte("1,a,0,0,2:id"),
+		"id too long":  []byte("1,0,0,0,99:id"),
+		"truncated":    good[:len(good)-1],
+		"trailing":     append(append([]byte(nil), good...), 0),
+	} {
+		var m broker.Message
+		if _, err := Decode(data, &m); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: err = %v, want ErrMalformed", name, err)
+		}
+	}
+}
+
+func TestDecodeDiscarded(t *testing.T) {
+	t.Parallel()
+	msg := Encode(&broker.Message{ID: "id", Kind: "k"}, 1)
+	rec := append([]byte("d1,1700000000000,6:boom:("), msg...)
+	d, err := DecodeDiscarded(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Reason != "boom:(" || !d.At.Equal(time.UnixMilli(1700000000000)) || !bytes.Equal(d.Message, msg) {
+		t.Fatalf("got %+v", d)
+	}
+	for _, bad := range []string{"", "d2,1,0:", "d1,x,0:", "d1,1,9:ab", "d1,1"} {
+		if _, err := DecodeDiscarded([]byte(bad)); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%q: err = %v, want ErrMalformed", bad, err)
+		}
+	}
+}
+
+// FuzzDecode checks that no input makes Decode panic and that whatever it
+// accepts encodes back to the same bytes' meaning.
+func FuzzDecode(f *testing.F) {
+	f.Add(Encode(&broker.Message{ID: "id", Kind: "k", Payload: []byte("p"), Headers: map[string]string{"a": "b"}}, 3))
+	f.Add([]byte("1,0,0,0,0:"))
+	f.Add([]byte("1,99999999999,0,0,1:x"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var m broker.Message
+		n, err := Decode(data, &m)
+		if err != nil {
+			return
+		}
+		var again broker.Message
+		n2, err := Decode(Encode(&m, n), &again)
+		if err != nil || n2 != n || !reflect.DeepEqual(m, again) {
+			t.Fatalf("re-encode of accepted input differs: %v %+v %+v", err, m, again)
+		}
+	})
+}

@@ -1,0 +1,96 @@
+package groupcommit
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"testing"
+)
+
+// TestEveryItemSentOnceWithItsOwnOutcome runs many concurrent callers through
+// one slot whose sends are held until a queue has formed, so the test also
+// sees items share a send.
+func TestEveryItemSentOnceWithItsOwnOutcome(t *testing.T) {
+	t.Parallel()
+	const callers = 200
+	var (
+		mu      sync.Mutex
+		sent    = map[int]int{}
+		maxSize int
+	)
+	release := make(chan struct{})
+	errOdd := errors.New("odd")
+	first := true
+	c := New(1, 64, func(ctx context.Context, items []int) []error {
+		mu.Lock()
+		wait := first
+		first = false
+		mu.Unlock()
+		if wait {
+			<-release // hold the only slot so the others queue up
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		maxSize = max(maxSize, len(items))
+		errs := make([]error, len(items))
+		for i, it := range items {
+			sent[it]++
+			if it%2 == 1 {
+				errs[i] = errOdd
+			}
+		}
+		return errs
+	})
+	var wg sync.WaitGroup
+	results := make([]error, callers)
+	started := make(chan struct{}, callers)
+	for i := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			started <- struct{}{}
+			results[i] = c.Do(context.Background(), i)
+		}()
+	}
+	for range callers {
+		<-started
+	}
+	// Wait until every caller but the slot holder is queued.
+	for len(c.queue) < callers-1 {
+		runtime.Gosched()
+	}
+	close(release)
+	wg.Wait()
+	for i := range callers {
+		if sent[i] != 1 {
+			t.Fatalf("item %d sent %d times", i, sent[i])
+		}
+		if want := i%2 == 1; (results[i] != nil) != want || (want && !errors.Is(results[i], errOdd)) {
+			t.Fatalf("item %d: err %v", i, results[i])
+		}
+	}
+	if maxSize < 2 {
+		t.Fatalf("no send carried more than one item (max %d)", maxSize)
+	}
+	if maxSize > 64 {
+		t.Fatalf("a send carried %d items, over the cap of 64", maxSize)
+	}
+}
+
+func TestLoneCallerSendsAtOnce(t *testing.T) {
+	t.Parallel()
+	calls := 0
+	c := New(2, 8, func(ctx context.Context, items []string) []error {
+		calls++
+		return make([]error, len(items))
+	})
+	for range 3 {
+		if err := c.Do(context.Background(), "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls != 3 {
+		t.Fatalf("calls = %d, want 3 (one per sequential Do)", calls)
+	}
+}

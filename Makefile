@@ -1,0 +1,38 @@
+# Conveyor's developer commands. Every target that needs Redis finds one or
+# starts a throwaway one itself; see scripts/.
+#
+#   make test            go vet + go test -race ./... against a real Redis
+#   make test-cluster    the broker tests against a throwaway 3-master Redis Cluster
+#   make bench           the benchmarks of broker/ and worker/ (no -race)
+#   make vet             go vet ./...
+#
+# Variables (make test PKGS=./broker/list/... GOTESTFLAGS='-count=1 -run TestX'):
+#   PKGS                 packages for test and vet (default ./...)
+#   CLUSTER_PKGS         packages for test-cluster (default ./broker/...)
+#   BENCH_PKGS           packages for bench (default ./broker/... ./worker/...)
+#   BENCH, BENCHTIME     -bench regexp (default .) and -benchtime (default 1s)
+#   GOTESTFLAGS          extra go test flags, split on spaces
+#   CONVEYOR_TEST_REDIS_URL   Redis to use when it answers (default redis://127.0.0.1:6379/0)
+#   CONVEYOR_CLUSTER_PORT     first cluster port (default 7101; the next two are used too)
+#   CONVEYOR_NO_INSTALL=1     never install redis-server
+
+PKGS ?= ./...
+CLUSTER_PKGS ?= ./broker/...
+BENCH_PKGS ?= ./broker/... ./worker/...
+BENCH ?= .
+BENCHTIME ?= 1s
+GOTESTFLAGS ?=
+
+.PHONY: test test-cluster bench vet
+
+test:
+	TEST_PKGS='$(PKGS)' GOTESTFLAGS='$(GOTESTFLAGS)' bash scripts/test.sh
+
+test-cluster:
+	bash scripts/cluster.sh run -- go test -race $(GOTESTFLAGS) $(CLUSTER_PKGS)
+
+bench:
+	BENCH_PKGS='$(BENCH_PKGS)' BENCH='$(BENCH)' BENCHTIME='$(BENCHTIME)' GOTESTFLAGS='$(GOTESTFLAGS)' bash scripts/bench.sh
+
+vet:
+	go vet $(PKGS)

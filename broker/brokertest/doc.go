@@ -1,0 +1,58 @@
+// Package brokertest is the conformance suite for broker.Driver: the
+// contract every driver of Conveyor's broker seam passes, in Conveyor's own
+// repository (broker/list, broker/stream, broker/pubsub) and outside it.
+//
+// A driver's test runs the suite with a Factory that builds the driver on
+// the suite's Redis client, keeping every key under the prefix it is given:
+//
+//	func TestConformance(t *testing.T) {
+//		brokertest.Run(t, func(t *testing.T, prefix string) broker.Driver {
+//			d, err := mydriver.New(brokertest.Client(t), &mydriver.Config{Prefix: prefix})
+//			if err != nil {
+//				t.Fatal(err)
+//			}
+//			return d
+//		})
+//	}
+//
+// Run it like any Go test, always with the race detector:
+//
+//	go test -race -run TestConformance ./mydriver/
+//	go test -race -run 'TestConformance/StaleAckRefused' ./mydriver/
+//
+// The suite needs a real Redis 7.0 or later: CONVEYOR_TEST_REDIS_URL
+// (default redis://127.0.0.1:6379/0), or CONVEYOR_TEST_REDIS_CLUSTER with
+// comma-separated seeds for a Redis Cluster. It fails, rather than skips,
+// when Redis is unreachable. It never flushes a database: each test runs in
+// parallel with a prefix of its own and deletes the keys under it when done.
+//
+// Each test is a subtest named after what it proves (RoundTrip, Batch, FIFO,
+// RedeliveryAfterLeaseExpiry, StaleAckRefused, ExtendKeepsLease, FetchCancel,
+// FetchWakes, FetchAfterClose, ExclusiveDelivery, FanOut, Retry, Release,
+// Discard, DelayedEnqueue, UnsupportedOperations, NoKeysLeft,
+// HostileQueueNames, InvalidMessages, Check) and is skipped, saying why,
+// when the driver's Capabilities do not call for it. A driver is correct when
+// the suite passes; a change of driver semantics extends this suite, not one
+// driver's tests.
+//
+// What the suite assumes of a driver beyond the broker interfaces:
+//
+//   - Every key it stores starts with "<prefix>:", and every key of a queue
+//     is "<prefix>:{<queue>}:<part>" (NoKeysLeft and HostileQueueNames scan
+//     the prefix).
+//   - With Capabilities.Discard, the discard queue is the key
+//     "<prefix>:{<queue>}:dead" (a list, sorted set, set, hash or stream)
+//     whose records read "d1,<unix ms>,<len(reason)>:<reason><message>", the
+//     message in Conveyor's stored encoding (docs/redis-keys.md).
+//   - Lease expiry is noticed by the consumers of the queue themselves: a
+//     consumer blocked in Fetch receives an expired message within seconds,
+//     with no other process running. The suite accepts both ways of measuring
+//     expiry: from the holder's LeaseDeadline (a lease sorted set) or from
+//     the claiming consumer's visibility timeout (XAUTOCLAIM's idle time).
+//     Either way nothing is redelivered before the holder's LeaseDeadline.
+//
+// The suite waits for events with deadlines, never with sleeps. Its timing
+// bounds (a cancelled Fetch returns within 500ms, a blocked Fetch wakes
+// within a second of an Enqueue) are promptness checks, loose enough for the
+// race detector on a small machine and tight enough to catch a polling loop.
+package brokertest

@@ -1,0 +1,138 @@
+package brokertest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/conveyorq/conveyor/broker"
+)
+
+// testRetry proves Retry(now) delivers the message again at once with
+// Attempt+1, that the retried delivery is dead (its Ack is refused), and,
+// with Delay, that Retry(at) holds the message back until at.
+func testRetry(t *testing.T, e *env) {
+	const q = "retry"
+	c := Open(t, e.d, q, nil)
+	m := NewMessage(q, 1)
+	m.Headers = map[string]string{"k": "v"}
+	m.MaxAttempts = 5
+	Enqueue(t, e.d, m)
+	ctx := Context(t, 30*time.Second)
+
+	d0 := FetchOne(t, c, 5*time.Second)
+	if err := c.Retry(ctx, d0, time.Now()); err != nil {
+		t.Fatalf("Retry(now): %v", err)
+	}
+	d1 := FetchOne(t, c, 5*time.Second)
+	if d1.ID != m.ID || d1.Attempt != d0.Attempt+1 || d1.Recoveries != d0.Recoveries {
+		t.Fatalf("after Retry(now) fetched %s attempt %d recoveries %d, want %s attempt %d recoveries %d",
+			d1.ID, d1.Attempt, d1.Recoveries, m.ID, d0.Attempt+1, d0.Recoveries)
+	}
+	checkSameMessage(t, &d1.Message, m)
+	if d1.Token == d0.Token {
+		t.Errorf("retried delivery reuses token %q", d1.Token)
+	}
+	checkLeaseLost(t, "Ack of a retried delivery", c.Ack(ctx, d0), d0, true)
+
+	last := d1
+	if e.caps.Delay {
+		at := time.Now().Add(700 * time.Millisecond)
+		if err := c.Retry(ctx, d1, at); err != nil {
+			t.Fatalf("Retry(at): %v", err)
+		}
+		d2 := FetchOne(t, c, time.Until(at)+5*time.Second)
+		got := time.Now()
+		if got.Before(at.Add(-clockSlack)) {
+			t.Fatalf("Retry(at) delivered %v early", at.Sub(got))
+		}
+		t.Logf("Retry(at) delivered %v after at", got.Sub(at))
+		if d2.ID != m.ID || d2.Attempt != d1.Attempt+1 {
+			t.Fatalf("after Retry(at) fetched %s attempt %d, want %s attempt %d", d2.ID, d2.Attempt, m.ID, d1.Attempt+1)
+		}
+		last = d2
+	}
+	if err := c.Ack(ctx, last); err != nil {
+		t.Fatalf("Ack: %v", err)
+	}
+	ExpectNone(t, c, 300*time.Millisecond)
+}
+
+// testRelease proves Release hands deliveries back at once without counting
+// an attempt, and that a released delivery is dead.
+func testRelease(t *testing.T, e *env) {
+	const q, n = "release", 3
+	c := Open(t, e.d, q, nil)
+	msgs := make([]*broker.Message, n)
+	for i := range msgs {
+		msgs[i] = NewMessage(q, i)
+	}
+	Enqueue(t, e.d, msgs...)
+	ctx := Context(t, 30*time.Second)
+
+	first := FetchN(t, c, n, n, 5*time.Second)
+	byID := map[string]*broker.Delivery{}
+	for _, d := range first {
+		byID[d.ID] = d
+	}
+	if err := c.Release(ctx, first...); err != nil {
+		t.Fatalf("Release of %d: %v", n, err)
+	}
+	start := time.Now()
+	again := FetchN(t, c, n, n, 5*time.Second)
+	if took := time.Since(start); took > wakeBound {
+		t.Errorf("released deliveries came back after %v, want at once (within %v)", took, wakeBound)
+	}
+	for _, d := range again {
+		prev, ok := byID[d.ID]
+		if !ok {
+			t.Fatalf("fetched %s after Release, want one of %v", d.ID, IDs(first))
+		}
+		delete(byID, d.ID)
+		if d.Attempt != prev.Attempt || d.Recoveries != prev.Recoveries {
+			t.Errorf("%s after Release: attempt %d recoveries %d, want %d %d (unchanged)",
+				d.ID, d.Attempt, d.Recoveries, prev.Attempt, prev.Recoveries)
+		}
+	}
+	checkLeaseLost(t, "Ack of a released delivery", c.Ack(ctx, first[0]), first[0], true)
+	if err := c.Ack(ctx, again...); err != nil {
+		t.Fatalf("Ack: %v", err)
+	}
+	ExpectNone(t, c, 300*time.Millisecond)
+}
+
+// testDelayedEnqueue proves Message.RunAt in the future holds a message back
+// until then, and RunAt in the past does not delay it.
+func testDelayedEnqueue(t *testing.T, e *env) {
+	const q = "delayed"
+	c := Open(t, e.d, q, nil)
+	later := NewMessage(q, 1)
+	later.RunAt = time.Now().Add(500 * time.Millisecond)
+	past := NewMessage(q, 2)
+	past.RunAt = time.Now().Add(-time.Hour)
+	Enqueue(t, e.d, later, past)
+	ctx := Context(t, 30*time.Second)
+
+	d := FetchOne(t, c, 5*time.Second)
+	if d.ID != past.ID {
+		t.Fatalf("first fetched %s, want %s (RunAt in the past) before %s (RunAt ahead)", d.ID, past.ID, later.ID)
+	}
+	if err := c.Ack(ctx, d); err != nil {
+		t.Fatalf("Ack: %v", err)
+	}
+	d = FetchOne(t, c, time.Until(later.RunAt)+5*time.Second)
+	got := time.Now()
+	if d.ID != later.ID {
+		t.Fatalf("fetched %s, want %s", d.ID, later.ID)
+	}
+	if got.Before(later.RunAt.Add(-clockSlack)) {
+		t.Fatalf("delayed message fetched %v before its RunAt", later.RunAt.Sub(got))
+	}
+	t.Logf("delayed message fetched %v after RunAt", got.Sub(later.RunAt))
+	if d.Attempt != 0 {
+		t.Errorf("delayed message Attempt %d, want 0", d.Attempt)
+	}
+	checkSameMessage(t, &d.Message, later)
+	if err := c.Ack(ctx, d); err != nil {
+		t.Fatalf("Ack: %v", err)
+	}
+}

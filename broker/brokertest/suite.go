@@ -1,0 +1,87 @@
+package brokertest
+
+import (
+	"testing"
+
+	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/redistest"
+)
+
+// Factory builds the driver under test on Client(t), with every key it
+// stores under prefix. Each test calls it once with a prefix of its own; the
+// keys under it are deleted when the test ends. A driver with background
+// work should stop it in t.Cleanup.
+type Factory func(t *testing.T, prefix string) broker.Driver
+
+// env is what one test of the suite works with.
+type env struct {
+	d      broker.Driver
+	caps   broker.Capabilities
+	prefix string
+}
+
+// A test runs when need accepts the driver's capabilities; lacks names what
+// is missing in the skip message.
+type test struct {
+	name  string
+	need  func(broker.Capabilities) bool
+	lacks string
+	run   func(t *testing.T, e *env)
+}
+
+func always(broker.Capabilities) bool        { return true }
+func atLeastOnce(c broker.Capabilities) bool { return c.AtLeastOnce }
+func notFanOut(c broker.Capabilities) bool   { return !c.FanOut }
+func fanOut(c broker.Capabilities) bool      { return c.FanOut }
+func fifo(c broker.Capabilities) bool        { return c.FIFO }
+func extend(c broker.Capabilities) bool      { return c.Extend && c.AtLeastOnce }
+func discard(c broker.Capabilities) bool     { return c.Discard && c.AtLeastOnce }
+func delay(c broker.Capabilities) bool       { return c.Delay }
+func lacksSomething(c broker.Capabilities) bool {
+	return !c.AtLeastOnce || !c.Delay || !c.Extend || !c.Discard
+}
+
+var tests = []test{
+	{"RoundTrip", always, "", testRoundTrip},
+	{"Batch", always, "", testBatch},
+	{"FIFO", fifo, "FIFO", testFIFO},
+	{"RedeliveryAfterLeaseExpiry", atLeastOnce, "AtLeastOnce", testRedelivery},
+	{"StaleAckRefused", atLeastOnce, "AtLeastOnce", testStaleAck},
+	{"ExtendKeepsLease", extend, "Extend and AtLeastOnce", testExtend},
+	{"FetchCancel", always, "", testFetchCancel},
+	{"FetchWakes", always, "", testFetchWakes},
+	{"FetchAfterClose", always, "", testFetchAfterClose},
+	{"ExclusiveDelivery", notFanOut, "exclusive delivery (it has FanOut)", testExclusive},
+	{"FanOut", fanOut, "FanOut", testFanOut},
+	{"Retry", atLeastOnce, "AtLeastOnce", testRetry},
+	{"Release", atLeastOnce, "AtLeastOnce", testRelease},
+	{"Discard", discard, "Discard and AtLeastOnce", testDiscard},
+	{"DelayedEnqueue", delay, "Delay", testDelayedEnqueue},
+	{"UnsupportedOperations", lacksSomething, "nothing (it has every capability)", testUnsupported},
+	{"NoKeysLeft", always, "", testNoKeysLeft},
+	{"HostileQueueNames", always, "", testHostileQueueNames},
+	{"InvalidMessages", always, "", testInvalidMessages},
+	{"Check", always, "", testCheck},
+}
+
+// Run runs the conformance suite on the drivers f builds, as parallel
+// subtests named after what they prove. Tests a driver's Capabilities do not
+// call for are skipped with the reason.
+func Run(t *testing.T, f Factory) {
+	t.Helper()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			prefix := redistest.Prefix(t)
+			d := f(t, prefix)
+			if d == nil {
+				t.Fatal("Factory returned a nil driver")
+			}
+			caps := d.Capabilities()
+			if !tc.need(caps) {
+				t.Skipf("driver lacks %s", tc.lacks)
+			}
+			tc.run(t, &env{d: d, caps: caps, prefix: prefix})
+		})
+	}
+}

@@ -1,0 +1,74 @@
+package list
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/hashicorp/go-multierror"
+
+	"github.com/conveyorq/conveyor/internal/keys"
+)
+
+// Config configures a Driver. The zero value (or nil) is valid.
+type Config struct {
+	// Prefix starts every key the driver writes, as
+	// <Prefix>:{<queue>}:<part>. Defaults to "conveyor".
+	Prefix string
+	// MaxLen caps the messages one queue may hold, ready, delayed and in
+	// flight together; an Enqueue that would pass it stores nothing and fails
+	// with broker.ErrQueueFull. 0 means no cap. Defaults to 0.
+	MaxLen int
+	// DiscardMax caps the records kept in each queue's discard list; the
+	// oldest are dropped past it and counted in <Prefix>:{<queue>}:dead_dropped.
+	// Defaults to 10000.
+	DiscardMax int
+	// ReapBatch bounds one step of recovery and promotion: how many expired
+	// leases, lease-less in-flight entries (an HSCAN COUNT hint) or due
+	// delayed messages one script call moves. Defaults to 100.
+	ReapBatch int
+	// Logger receives warnings (an eviction policy that can lose leases,
+	// recovered messages). Defaults to a logger that discards everything.
+	Logger *slog.Logger
+}
+
+const (
+	defaultDiscardMax = 10000
+	defaultReapBatch  = 100
+)
+
+// withDefaults validates cfg and returns a copy with defaults filled in.
+func (cfg *Config) withDefaults() (Config, error) {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Prefix == "" {
+		c.Prefix = keys.DefaultPrefix
+	}
+	var errs *multierror.Error
+	if err := keys.ValidatePrefix(c.Prefix); err != nil {
+		errs = multierror.Append(errs, err)
+	}
+	if c.MaxLen < 0 {
+		errs = multierror.Append(errs, fmt.Errorf("MaxLen %d is negative", c.MaxLen))
+	}
+	switch {
+	case c.DiscardMax == 0:
+		c.DiscardMax = defaultDiscardMax
+	case c.DiscardMax < 0:
+		errs = multierror.Append(errs, fmt.Errorf("DiscardMax %d is negative", c.DiscardMax))
+	}
+	switch {
+	case c.ReapBatch == 0:
+		c.ReapBatch = defaultReapBatch
+	case c.ReapBatch < 0:
+		errs = multierror.Append(errs, fmt.Errorf("ReapBatch %d is negative", c.ReapBatch))
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := errs.ErrorOrNil(); err != nil {
+		return c, fmt.Errorf("list: config: %w", err)
+	}
+	return c, nil
+}

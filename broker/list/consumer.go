@@ -1,0 +1,195 @@
+package list
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/conveyorq/conveyor/broker"
+)
+
+const (
+	// maxFetch caps one fetch.lua call; Fetch returns at most this many
+	// deliveries whatever max it is given.
+	maxFetch = 1000
+	// maxBlock is the longest one blocking wait lasts before Fetch runs
+	// fetch.lua again, so that delayed messages and expired leases of
+	// which the waiting consumer heard nothing are picked up within it.
+	// It sets the idle load: about two commands a second per consumer.
+	maxBlock = time.Second
+	// minBlock keeps a wait of "due now" from becoming a zero timeout,
+	// which BLMOVE reads as "forever".
+	minBlock = time.Millisecond
+)
+
+// consumer is the list driver's broker.Consumer of one queue.
+type consumer struct {
+	d     *Driver
+	queue string
+	k     *queueKeys
+	vt    time.Duration
+	// fetchTail is fetch.lua's ARGV after max, boxed once.
+	fetchTail [4]any
+
+	// mu orders Close after every wait has registered in waits, so that
+	// Close can wait for them all (sync.WaitGroup forbids Add racing Wait).
+	mu     sync.Mutex
+	closed bool
+	done   chan struct{}
+	waits  sync.WaitGroup
+
+	// sweep state: the HSCAN cursor of the lease-less sweep and when the
+	// next step is due (unix ns). sweepMu lets one Fetch at a time sweep.
+	sweepMu     sync.Mutex
+	sweepCursor string
+	nextSweep   atomic.Int64
+}
+
+var _ broker.Consumer = (*consumer)(nil)
+
+func newConsumer(d *Driver, queue string, vt time.Duration) *consumer {
+	return &consumer{
+		d:     d,
+		queue: queue,
+		k:     d.keys(queue),
+		vt:    vt,
+		fetchTail: [4]any{
+			vt.Milliseconds(), d.cfg.ReapBatch, d.cfg.ReapBatch, d.cfg.DiscardMax,
+		},
+		done:        make(chan struct{}),
+		sweepCursor: "0",
+	}
+}
+
+// Fetch leases between 1 and max deliveries (at most 1000 per call). When
+// the queue has nothing ready it blocks in Redis (BLMOVE on the ready list
+// onto itself: it moves nothing, so abandoning it loses nothing) for at most
+// a second, or until the next delayed message or lease deadline, then looks
+// again. It returns ctx.Err() as soon as ctx is done, and broker.ErrClosed
+// once the consumer is closed.
+func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, error) {
+	if max < 1 {
+		return nil, fmt.Errorf("list: fetch: max %d is under 1", max)
+	}
+	if max > maxFetch {
+		max = maxFetch
+	}
+	for {
+		if c.isClosed() {
+			return nil, broker.ErrClosed
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		c.maybeSweep(ctx)
+		ds, hint, err := c.fetchOnce(ctx, max)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, fmt.Errorf("list: fetch: %w", err)
+		}
+		if len(ds) > 0 {
+			return ds, nil
+		}
+		if err := c.wait(ctx, hint); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// wait blocks until the ready list has an element, for at most hint (a
+// negative hint: maxBlock), or until ctx is done or the consumer is closed.
+// The blocking command runs in its own goroutine because go-redis does not
+// interrupt a blocking read when ctx is done (unless the client sets
+// ContextTimeoutEnabled); the abandoned command ends within its timeout.
+func (c *consumer) wait(ctx context.Context, hint time.Duration) error {
+	d := maxBlock
+	if hint >= 0 && hint < d {
+		d = hint
+	}
+	// Block no longer than ctx allows, so that a Fetch that times out does
+	// not leave its command blocked behind it.
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl))
+	}
+	d = max(d, minBlock)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return broker.ErrClosed
+	}
+	c.waits.Add(1)
+	c.mu.Unlock()
+
+	res := make(chan error, 1)
+	go func() {
+		defer c.waits.Done()
+		res <- c.block(ctx, d)
+	}()
+	select {
+	case err := <-res:
+		if err != nil && !errors.Is(err, redis.Nil) {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("list: fetch: wait: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.done:
+		return broker.ErrClosed
+	}
+}
+
+// block runs BLMOVE ready ready RIGHT RIGHT for d: it returns when the list
+// is not empty (rotating its last element onto itself, a no-op) or when d
+// runs out (redis.Nil).
+func (c *consumer) block(ctx context.Context, d time.Duration) error {
+	if d >= time.Second {
+		// The helper sets the socket read deadline to cover the wait; it
+		// only takes whole seconds.
+		return c.d.client.BLMove(ctx, c.k.ready, c.k.ready, "RIGHT", "RIGHT", d.Truncate(time.Second)).Err()
+	}
+	secs := strconv.FormatFloat(d.Seconds(), 'f', 3, 64)
+	return c.d.client.Do(ctx, "BLMOVE", c.k.ready, c.k.ready, "RIGHT", "RIGHT", secs).Err()
+}
+
+func (c *consumer) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// Close stops the consumer: a Fetch that is waiting returns
+// broker.ErrClosed, later ones too. Close then waits, until ctx is done, for
+// the blocking command of an abandoned wait to end (at most a second), so
+// that no goroutine of the consumer outlives it. Deliveries keep their
+// leases, and the settle methods keep working after Close so that a worker
+// pool can finish and settle what it holds.
+func (c *consumer) Close(ctx context.Context) error {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		close(c.done)
+	}
+	c.mu.Unlock()
+	ended := make(chan struct{})
+	go func() {
+		c.waits.Wait()
+		close(ended)
+	}()
+	select {
+	case <-ended:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("list: close: %w", ctx.Err())
+	}
+}

@@ -1,0 +1,106 @@
+package list
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/keys"
+)
+
+// Driver is the list driver: an at-least-once, FIFO broker.Driver on Redis
+// lists with leases. It is safe for concurrent use.
+type Driver struct {
+	client redis.UniversalClient
+	cfg    Config
+	log    *slog.Logger
+
+	// queueKeys caches the key names of queues in use, so the hot paths do
+	// not rebuild them; capped so that arbitrary queue names cannot grow it
+	// without bound.
+	keyCache sync.Map // string -> *queueKeys
+	keyCount atomic.Int64
+}
+
+var _ broker.Driver = (*Driver)(nil)
+
+// New returns a driver on client. cfg may be nil.
+func New(client redis.UniversalClient, cfg *Config) (*Driver, error) {
+	if client == nil {
+		return nil, fmt.Errorf("list: nil redis client")
+	}
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Driver{client: client, cfg: c, log: c.Logger}, nil
+}
+
+// Capabilities reports what the list driver promises.
+func (d *Driver) Capabilities() broker.Capabilities {
+	return broker.Capabilities{AtLeastOnce: true, FIFO: true, Delay: true, Extend: true, Discard: true}
+}
+
+// Open returns a consumer of queue. It does no I/O.
+func (d *Driver) Open(ctx context.Context, queue string, opts *broker.ConsumerOptions) (broker.Consumer, error) {
+	if err := broker.ValidateQueue(queue); err != nil {
+		return nil, fmt.Errorf("list: open: %w", err)
+	}
+	vt := opts.VisibilityTimeoutOrDefault()
+	if vt < time.Millisecond {
+		return nil, fmt.Errorf("list: open: visibility timeout %v is under 1ms", vt)
+	}
+	return newConsumer(d, queue, vt), nil
+}
+
+const maxCachedQueues = 1024
+
+// keys returns the key names of queue.
+func (d *Driver) keys(queue string) *queueKeys {
+	if k, ok := d.keyCache.Load(queue); ok {
+		return k.(*queueKeys)
+	}
+	k := newQueueKeys(d.cfg.Prefix, queue)
+	if d.keyCount.Load() < maxCachedQueues {
+		if _, loaded := d.keyCache.LoadOrStore(queue, k); !loaded {
+			d.keyCount.Add(1)
+		}
+	}
+	return k
+}
+
+// queueKeys holds the keys of one queue, and the KEYS list of each script,
+// built once (go-redis copies them into each command).
+type queueKeys struct {
+	ready, inflight, lease, delayed, dead, dropped string
+
+	enqueue, fetch, ack, retry, release, discard, extend, reap []string
+}
+
+// newQueueKeys lays out a queue's keys; docs/redis-keys.md describes them.
+func newQueueKeys(prefix, queue string) *queueKeys {
+	q := keys.Queue(prefix, queue)
+	k := &queueKeys{
+		ready:    q.Part("ready"),
+		inflight: q.Part("inflight"),
+		lease:    q.Part("lease"),
+		delayed:  q.Part("delayed"),
+		dead:     q.Part("dead"),
+		dropped:  q.Part("dead_dropped"),
+	}
+	k.enqueue = []string{k.ready, k.delayed, k.inflight}
+	k.fetch = []string{k.ready, k.inflight, k.lease, k.delayed, k.dead, k.dropped}
+	k.ack = []string{k.inflight, k.lease}
+	k.retry = []string{k.ready, k.inflight, k.lease, k.delayed}
+	k.release = []string{k.ready, k.inflight, k.lease}
+	k.discard = []string{k.inflight, k.lease, k.dead, k.dropped}
+	k.extend = []string{k.inflight, k.lease}
+	k.reap = []string{k.ready, k.inflight, k.lease}
+	return k
+}

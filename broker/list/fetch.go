@@ -1,0 +1,86 @@
+package list
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+	"unsafe"
+
+	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/codec"
+)
+
+// fetchOnce runs fetch.lua once. With no delivery it returns how long the
+// caller may wait before something could become due (-1: nothing known).
+func (c *consumer) fetchOnce(ctx context.Context, max int) ([]*broker.Delivery, time.Duration, error) {
+	t := &c.fetchTail
+	v, err := fetchScript.Run(ctx, c.d.client, c.k.fetch, max, t[0], t[1], t[2], t[3])
+	if err != nil {
+		return nil, 0, err
+	}
+	reply, ok := v.([]any)
+	if !ok || len(reply) < 2 {
+		return nil, 0, fmt.Errorf("fetch.lua replied %T", v)
+	}
+	deadlineMs, ok1 := reply[0].(int64)
+	hintMs, ok2 := reply[1].(int64)
+	if !ok1 || !ok2 {
+		return nil, 0, fmt.Errorf("fetch.lua replied %T, %T", reply[0], reply[1])
+	}
+	vals := reply[2:]
+	if len(vals) == 0 {
+		hint := time.Duration(-1)
+		if hintMs >= 0 {
+			hint = time.Duration(hintMs) * time.Millisecond
+		}
+		return nil, hint, nil
+	}
+	deadline := time.UnixMilli(deadlineMs)
+	// One allocation for the batch's deliveries rather than one each.
+	all := make([]broker.Delivery, len(vals))
+	out := make([]*broker.Delivery, 0, len(vals))
+	for i, x := range vals {
+		s, _ := x.(string)
+		d := &all[i]
+		deliveries, err := codec.Decode(stringBytes(s), &d.Message)
+		if err != nil {
+			c.discardUndecodable(ctx, s, err)
+			continue
+		}
+		d.Queue = c.queue
+		d.Receipt = d.ID
+		d.Token = strconv.Itoa(deliveries)
+		d.LeaseDeadline = deadline
+		out = append(out, d)
+	}
+	if len(out) == 0 {
+		return nil, 0, nil // all were discarded: look again at once
+	}
+	return out, 0, nil
+}
+
+// stringBytes views s as a byte slice without copying it. codec.Decode only
+// reads its input and copies whatever it keeps, so the view is never written
+// and does not outlive the call; this saves a copy of every message fetched.
+func stringBytes(s string) []byte {
+	return unsafe.Slice(unsafe.StringData(s), len(s))
+}
+
+// discardUndecodable moves a leased message that Lua could read (its header)
+// but Go cannot (its body) to the discard list: handing it back would fail
+// every consumer forever.
+func (c *consumer) discardUndecodable(ctx context.Context, s string, decodeErr error) {
+	h, _, err := codec.ParseHeader([]byte(s))
+	if err != nil {
+		c.d.log.ErrorContext(ctx, "list: fetched a message with an unreadable header", "queue", c.queue, "err", err)
+		return
+	}
+	reason := "conveyor: undecodable message: " + decodeErr.Error()
+	d := &broker.Delivery{Message: broker.Message{ID: h.ID, Queue: c.queue}, Receipt: h.ID, Token: strconv.Itoa(h.Deliveries)}
+	if err := c.Discard(ctx, d, reason); err != nil {
+		c.d.log.ErrorContext(ctx, "list: cannot discard an undecodable message", "queue", c.queue, "job_id", h.ID, "err", err)
+		return
+	}
+	c.d.log.WarnContext(ctx, "list: discarded an undecodable message", "queue", c.queue, "job_id", h.ID, "err", decodeErr)
+}

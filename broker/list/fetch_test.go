@@ -1,0 +1,217 @@
+package list_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/redistest"
+)
+
+func TestFetchBlocksAndWakesOnEnqueue(t *testing.T) {
+	t.Parallel()
+	rc, name := namedClient(t)
+	e := newEnvOn(t, rc, nil)
+	c := e.open("q", time.Minute)
+	type result struct {
+		ds  []*broker.Delivery
+		err error
+		at  time.Time
+	}
+	res := make(chan result, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go func() {
+		ds, err := c.Fetch(ctx, 5)
+		res <- result{ds, err, time.Now()}
+	}()
+	waitBlocked(t, rc, name)
+	sent := time.Now()
+	e.enqueue(msg("q", "a"))
+	r := <-res
+	if r.err != nil || len(r.ds) != 1 || r.ds[0].ID != "a" {
+		t.Fatalf("fetch: %v, %v", ids(r.ds), r.err)
+	}
+	// A wait that ignored the push would end at its 1s timeout.
+	if lat := r.at.Sub(sent); lat > 500*time.Millisecond {
+		t.Fatalf("blocked fetch returned %v after the enqueue", lat)
+	}
+}
+
+func TestBLMoveOntoItselfBlocksAndMovesNothing(t *testing.T) {
+	t.Parallel()
+	rc, name := namedClient(t)
+	e := newEnvOn(t, rc, nil)
+	ctx := context.Background()
+	k := e.key("q", "ready")
+	res := make(chan error, 1)
+	go func() { res <- rc.BLMove(ctx, k, k, "RIGHT", "RIGHT", 5*time.Second).Err() }()
+	waitBlocked(t, rc, name)
+	if err := e.c.LPush(ctx, k, "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-res:
+		if err != nil {
+			t.Fatalf("BLMOVE: %v", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("BLMOVE did not wake on LPUSH")
+	}
+	if got, _ := e.c.LRange(ctx, k, 0, -1).Result(); !slices.Equal(got, []string{"x"}) {
+		t.Fatalf("list after BLMOVE onto itself: %v, want [x]", got)
+	}
+}
+
+func TestFetchReturnsPromptlyWhenCancelled(t *testing.T) {
+	t.Parallel()
+	rc, name := namedClient(t)
+	e := newEnvOn(t, rc, nil)
+	c := e.open("q", time.Minute)
+	ctx, cancel := context.WithCancel(context.Background())
+	res := make(chan error, 1)
+	var at time.Time
+	go func() {
+		_, err := c.Fetch(ctx, 1)
+		at = time.Now()
+		res <- err
+	}()
+	waitBlocked(t, rc, name)
+	cancelled := time.Now()
+	cancel()
+	if err := <-res; err != context.Canceled {
+		t.Fatalf("fetch: %v, want context.Canceled", err)
+	}
+	if lat := at.Sub(cancelled); lat > 200*time.Millisecond {
+		t.Fatalf("fetch returned %v after cancel", lat)
+	}
+}
+
+func TestCloseUnblocksFetch(t *testing.T) {
+	t.Parallel()
+	rc, name := namedClient(t)
+	e := newEnvOn(t, rc, nil)
+	c, err := e.d.Open(context.Background(), "q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := make(chan error, 1)
+	go func() {
+		_, err := c.Fetch(context.Background(), 1)
+		res <- err
+	}()
+	waitBlocked(t, rc, name)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Close(ctx); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if err := <-res; !errors.Is(err, broker.ErrClosed) {
+		t.Fatalf("fetch during close: %v, want ErrClosed", err)
+	}
+	if blockedIn(t, rc, name) {
+		t.Fatal("a BLMOVE is still blocked after Close returned")
+	}
+	if _, err := c.Fetch(ctx, 1); !errors.Is(err, broker.ErrClosed) {
+		t.Fatalf("fetch after close: %v, want ErrClosed", err)
+	}
+}
+
+func TestDelayedMessageIsFetchedOnceDue(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	runAt := time.Now().Add(400 * time.Millisecond)
+	m := msg("q", "later")
+	m.RunAt = runAt
+	e.enqueue(m, msg("q", "now"))
+	if n, _ := e.c.ZCard(ctx, e.key("q", "delayed")).Result(); n != 1 {
+		t.Fatalf("delayed holds %d, want 1", n)
+	}
+	c := e.open("q", time.Minute)
+	first := fetch(t, c, 10)
+	if got := ids(first); !slices.Equal(got, []string{"now"}) {
+		t.Fatalf("first fetch: %v, want only [now]", got)
+	}
+	// This Fetch blocks until the delayed message is due: the wait is
+	// bounded by the due time fetch.lua reports.
+	second := fetch(t, c, 10)
+	got := time.Now()
+	if ids(second)[0] != "later" || len(second) != 1 {
+		t.Fatalf("second fetch: %v, want [later]", ids(second))
+	}
+	if got.Before(runAt) {
+		t.Fatalf("delayed message fetched at %v, before its run-at %v", got, runAt)
+	}
+	if late := got.Sub(runAt); late > 300*time.Millisecond {
+		t.Fatalf("delayed message fetched %v late", late)
+	}
+	if err := c.Ack(ctx, append(first, second...)...); err != nil {
+		t.Fatal(err)
+	}
+	expectEmpty(t, c, 300*time.Millisecond)
+	if ks := redistest.Keys(t, e.c, e.prefix); len(ks) != 0 {
+		t.Fatalf("keys left: %v", ks)
+	}
+}
+
+func TestFetchTakesAtMostMax(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	var msgs []*broker.Message
+	for _, id := range seq("m", 10) {
+		msgs = append(msgs, msg("q", id))
+	}
+	e.enqueue(msgs...)
+	c := e.open("q", time.Minute)
+	if ds := fetch(t, c, 4); !slices.Equal(ids(ds), seq("m", 4)) {
+		t.Fatalf("fetch 4: %v", ids(ds))
+	}
+	if _, err := c.Fetch(context.Background(), 0); err == nil {
+		t.Fatal("fetch 0: no error")
+	}
+}
+
+// countingHook counts the commands a client sends, leaving out those
+// go-redis sends to set up a connection.
+type countingHook struct{ n atomic.Int64 }
+
+func (h *countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		switch cmd.Name() {
+		case "hello", "client", "auth", "select":
+		default:
+			h.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next // go-redis sets connections up with a pipeline; the driver does not pipeline when idle
+}
+
+func TestIdleFetchDoesNotPoll(t *testing.T) {
+	t.Parallel()
+	rc := redistest.NewClient(t)
+	hook := &countingHook{}
+	rc.AddHook(hook)
+	e := newEnvOn(t, rc, nil)
+	c := e.open("q", time.Minute)
+	const idle = 3 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), idle)
+	defer cancel()
+	if _, err := c.Fetch(ctx, 10); err != context.DeadlineExceeded {
+		t.Fatalf("fetch on an empty queue: %v", err)
+	}
+	// About one fetch.lua and one BLMOVE a second, plus the first sweep.
+	if n := hook.n.Load(); n > 2*3+3 {
+		t.Fatalf("an idle Fetch sent %d commands in %v", n, idle)
+	}
+}

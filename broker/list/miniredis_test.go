@@ -1,0 +1,91 @@
+package list_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/broker/list"
+)
+
+// TestScriptsRunOnMiniredis runs every script on miniredis (gopher-lua):
+// examples fall back to it, so the scripts may use nothing it lacks. A fresh
+// server has no scripts loaded, which also drives Enqueue's NOSCRIPT path.
+func TestScriptsRunOnMiniredis(t *testing.T) {
+	t.Parallel()
+	mr := miniredis.RunT(t)
+	now := time.Now()
+	mr.SetTime(now)
+	rc := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rc.Close() })
+	d, err := list.New(rc, &list.Config{DiscardMax: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	later := msg("q", "later")
+	later.RunAt = now.Add(time.Hour)
+	if err := d.Enqueue(ctx, []*broker.Message{msg("q", "a"), msg("other", "x"), msg("q", "b"), later, msg("q", "c")}); err != nil {
+		t.Fatalf("enqueue: %v", err)
+	}
+	if err := d.Enqueue(ctx, []*broker.Message{msg("q", "d")}); err != nil {
+		t.Fatalf("enqueue: %v", err)
+	}
+	c, err := d.Open(ctx, "q", &broker.ConsumerOptions{VisibilityTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	ds := fetch(t, c, 10)
+	if got := ids(ds); !slices.Equal(got, []string{"a", "b", "c", "d"}) {
+		t.Fatalf("fetched %v, want [a b c d]", got)
+	}
+	a, b, cc, dd := ds[0], ds[1], ds[2], ds[3]
+	if err := c.Ack(ctx, a); err != nil {
+		t.Fatalf("ack: %v", err)
+	}
+	if err := c.Ack(ctx, a); !errors.Is(err, broker.ErrLeaseLost) {
+		t.Fatalf("second ack: %v, want ErrLeaseLost", err)
+	}
+	if err := c.Extend(ctx, 2*time.Minute, b); err != nil || b.LeaseDeadline.UnixMilli() != now.Add(2*time.Minute).UnixMilli() {
+		t.Fatalf("extend: %v, deadline %v", err, b.LeaseDeadline)
+	}
+	if err := c.Retry(ctx, b, time.Time{}); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if err := c.Release(ctx, cc); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if err := c.Discard(ctx, dd, "bad"); err != nil {
+		t.Fatalf("discard: %v", err)
+	}
+	ds = fetch(t, c, 10)
+	if got := ids(ds); !slices.Equal(got, []string{"c", "b"}) || ds[1].Attempt != 1 {
+		t.Fatalf("after release and retry: %v, want [c b] with b at attempt 1", got)
+	}
+
+	// Time moves past the leases and the delayed message's run-at.
+	mr.SetTime(now.Add(2 * time.Hour))
+	n, err := d.Reap(ctx, "q")
+	if err != nil || n != 2 {
+		t.Fatalf("reap: %d, %v; want 2", n, err)
+	}
+	ds = fetch(t, c, 10)
+	// Equal deadlines: the reaper takes them in id order.
+	if got := ids(ds); !slices.Equal(got, []string{"b", "c", "later"}) || ds[0].Recoveries != 1 || ds[1].Recoveries != 1 {
+		t.Fatalf("after reap: %v, want [b c later], b and c recovered once", got)
+	}
+	if err := c.Ack(ctx, ds...); err != nil {
+		t.Fatal(err)
+	}
+	expectEmpty(t, c, 50*time.Millisecond)
+	if n, _ := rc.LLen(ctx, "conveyor:{q}:dead").Result(); n != 1 {
+		t.Fatalf("dead holds %d, want 1", n)
+	}
+}

@@ -1,0 +1,158 @@
+package list
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+
+	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/script"
+)
+
+// Ack settles deliveries as done and removes them from Redis, in one script
+// call. A delivery whose lease was reclaimed fails with
+// broker.ErrLeaseLost; the others are acked all the same.
+func (c *consumer) Ack(ctx context.Context, ds ...*broker.Delivery) error {
+	_, err := c.settleBatch(ctx, "ack", ackScript, c.k.ack, nil, ds)
+	return err
+}
+
+// Release hands deliveries back to the front of the ready list, in their
+// order, without counting an attempt.
+func (c *consumer) Release(ctx context.Context, ds ...*broker.Delivery) error {
+	_, err := c.settleBatch(ctx, "release", releaseScript, c.k.release, nil, ds)
+	return err
+}
+
+// Extend pushes the lease deadline of each delivery to now + ttl (Redis
+// time) and updates LeaseDeadline of those it extended. A delivery whose
+// lease entry went missing (eviction, failover) while its in-flight entry
+// survived gets its lease back.
+func (c *consumer) Extend(ctx context.Context, ttl time.Duration, ds ...*broker.Delivery) error {
+	if ttl < time.Millisecond {
+		return fmt.Errorf("list: extend: ttl %v is under 1ms", ttl)
+	}
+	deadlineMs, err := c.settleBatch(ctx, "extend", extendScript, c.k.extend, []any{ttl.Milliseconds()}, ds)
+	if deadlineMs == 0 {
+		return err
+	}
+	deadline := time.UnixMilli(deadlineMs)
+	var failed map[*broker.Delivery]bool
+	if me, ok := err.(*multierror.Error); ok {
+		failed = make(map[*broker.Delivery]bool, len(me.Errors))
+		for _, e := range me.Errors {
+			if de, ok := e.(*broker.DeliveryError); ok {
+				failed[de.Delivery] = true
+			}
+		}
+	}
+	for _, d := range ds {
+		if d != nil && !failed[d] {
+			d.LeaseDeadline = deadline
+		}
+	}
+	return err
+}
+
+// Retry hands d back to run again at at (now or earlier: the back of the
+// ready list; later: the delayed set) and counts a failed attempt.
+func (c *consumer) Retry(ctx context.Context, d *broker.Delivery, at time.Time) error {
+	var atMs int64
+	if !at.IsZero() {
+		atMs = at.UnixMilli()
+	}
+	return c.settleOne(ctx, "retry", retryScript, c.k.retry, d, atMs)
+}
+
+// Discard moves d to the queue's discard list with reason. The list keeps
+// Config.DiscardMax records; older ones are dropped and counted.
+func (c *consumer) Discard(ctx context.Context, d *broker.Delivery, reason string) error {
+	return c.settleOne(ctx, "discard", discardScript, c.k.discard, d, reason, c.d.cfg.DiscardMax)
+}
+
+// checkDelivery reports why d cannot be settled by this consumer, if it
+// cannot.
+func (c *consumer) checkDelivery(d *broker.Delivery) error {
+	switch {
+	case d == nil:
+		return fmt.Errorf("nil delivery: %w", broker.ErrInvalidMessage)
+	case d.Queue != c.queue:
+		return fmt.Errorf("delivery of queue %q settled on a consumer of %q: %w", d.Queue, c.queue, broker.ErrInvalidMessage)
+	case d.Receipt == "" || d.Token == "":
+		return fmt.Errorf("delivery without receipt or token: %w", broker.ErrInvalidMessage)
+	}
+	return nil
+}
+
+// settleOne runs a single-delivery script whose ARGV is id, token, extra...
+// and whose reply is a status.
+func (c *consumer) settleOne(ctx context.Context, op string, s *script.Script, keys []string, d *broker.Delivery, extra ...any) error {
+	if err := c.checkDelivery(d); err != nil {
+		return &broker.DeliveryError{Delivery: d, Err: fmt.Errorf("list: %s: %w", op, err)}
+	}
+	args := make([]any, 0, 2+len(extra))
+	args = append(args, d.Receipt, d.Token)
+	args = append(args, extra...)
+	v, err := s.Run(ctx, c.d.client, keys, args...)
+	if err == nil {
+		status, _ := v.(string)
+		err = script.Status(status)
+	}
+	if err != nil {
+		return &broker.DeliveryError{Delivery: d, Err: fmt.Errorf("list: %s: %w", op, err)}
+	}
+	return nil
+}
+
+// settleBatch runs a batch script whose ARGV is head... then (id, token)
+// pairs, and whose reply lists the pairs that failed as {k, status, ...},
+// after one leading integer when head is not empty (extend's deadline,
+// returned). The error is nil or a *multierror.Error of
+// *broker.DeliveryError.
+func (c *consumer) settleBatch(ctx context.Context, op string, s *script.Script, keys []string, head []any, ds []*broker.Delivery) (int64, error) {
+	var errs *multierror.Error
+	fail := func(d *broker.Delivery, err error) {
+		errs = multierror.Append(errs, &broker.DeliveryError{Delivery: d, Err: fmt.Errorf("list: %s: %w", op, err)})
+	}
+	args := make([]any, 0, len(head)+2*len(ds))
+	args = append(args, head...)
+	sent := make([]*broker.Delivery, 0, len(ds))
+	for _, d := range ds {
+		if err := c.checkDelivery(d); err != nil {
+			fail(d, err)
+			continue
+		}
+		sent = append(sent, d)
+		args = append(args, d.Receipt, d.Token)
+	}
+	if len(sent) == 0 {
+		return 0, errs.ErrorOrNil()
+	}
+	v, err := s.Run(ctx, c.d.client, keys, args...)
+	if err != nil {
+		for _, d := range sent {
+			fail(d, err)
+		}
+		return 0, errs.ErrorOrNil()
+	}
+	reply, _ := v.([]any)
+	var lead int64
+	if len(head) > 0 {
+		if len(reply) == 0 {
+			return 0, fmt.Errorf("list: %s: empty reply", op)
+		}
+		lead, _ = reply[0].(int64)
+		reply = reply[1:]
+	}
+	for i := 0; i+1 < len(reply); i += 2 {
+		k, _ := reply[i].(int64)
+		status, _ := reply[i+1].(string)
+		if k < 1 || int(k) > len(sent) {
+			return lead, fmt.Errorf("list: %s: reply names pair %d of %d", op, k, len(sent))
+		}
+		fail(sent[k-1], script.Status(status))
+	}
+	return lead, errs.ErrorOrNil()
+}

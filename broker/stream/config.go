@@ -1,0 +1,120 @@
+package stream
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+
+	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/keys"
+)
+
+// Config configures a Driver. The zero value (or nil) is valid.
+type Config struct {
+	// Prefix starts every key. Defaults to "conveyor".
+	Prefix string
+	// Group is the consumer group every consumer of every queue joins.
+	// Defaults to "conveyor".
+	Group string
+	// Consumer names the consumers Open returns. Each consumer must have a
+	// name of its own: two consumers of one queue sharing a name share their
+	// leases. Set it only to give a single consumer a stable name. Defaults
+	// to "<hostname>-<pid>-<random>", different for every Open.
+	Consumer string
+	// MaxLen caps the messages a queue holds (ready, in flight and delayed);
+	// Enqueue fails with broker.ErrQueueFull past it. Defaults to 0:
+	// unlimited.
+	MaxLen int
+	// DiscardMax caps the records kept in a queue's discard list; the oldest
+	// are dropped past it. Defaults to 10000.
+	DiscardMax int
+	// PollInterval is the longest an idle Fetch blocks before it looks again
+	// for due delayed messages and expired leases, and how often a busy
+	// consumer looks for expired leases. An idle consumer sends about two
+	// commands per PollInterval. Defaults to 1s.
+	PollInterval time.Duration
+	// Logger receives warnings (entries deleted while pending, a risky
+	// maxmemory-policy) and errors of background hand-backs. Defaults to a
+	// logger that discards everything.
+	Logger *slog.Logger
+}
+
+const (
+	defaultGroup        = "conveyor"
+	defaultDiscardMax   = 10000
+	defaultPollInterval = time.Second
+)
+
+// withDefaults returns a validated copy of cfg with defaults filled in.
+func (cfg *Config) withDefaults() (Config, error) {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Prefix == "" {
+		c.Prefix = keys.DefaultPrefix
+	}
+	if c.Group == "" {
+		c.Group = defaultGroup
+	}
+	if c.DiscardMax == 0 {
+		c.DiscardMax = defaultDiscardMax
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = defaultPollInterval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	var errs *multierror.Error
+	if err := keys.ValidatePrefix(c.Prefix); err != nil {
+		errs = multierror.Append(errs, err)
+	}
+	if err := broker.ValidateQueue(c.Group); err != nil {
+		errs = multierror.Append(errs, fmt.Errorf("invalid group name %q", c.Group))
+	}
+	if c.Consumer != "" {
+		if err := broker.ValidateQueue(c.Consumer); err != nil {
+			errs = multierror.Append(errs, fmt.Errorf("invalid consumer name %q", c.Consumer))
+		}
+	}
+	if c.MaxLen < 0 {
+		errs = multierror.Append(errs, fmt.Errorf("MaxLen %d is negative", c.MaxLen))
+	}
+	if c.DiscardMax < 0 {
+		errs = multierror.Append(errs, fmt.Errorf("DiscardMax %d is negative", c.DiscardMax))
+	}
+	if c.PollInterval < time.Millisecond {
+		// XREADGROUP BLOCK 0 would block forever.
+		errs = multierror.Append(errs, fmt.Errorf("PollInterval %v is under 1ms", c.PollInterval))
+	}
+	if err := errs.ErrorOrNil(); err != nil {
+		return c, fmt.Errorf("stream: config: %w", err)
+	}
+	return c, nil
+}
+
+// consumerName returns the name of a new consumer.
+func (cfg *Config) consumerName() string {
+	if cfg.Consumer != "" {
+		return cfg.Consumer
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "host"
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := host + "-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
+	if broker.ValidateQueue(name) != nil {
+		// A hostname with spaces or braces: keep the unique parts only.
+		name = "c-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
+	}
+	return name
+}

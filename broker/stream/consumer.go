@@ -1,0 +1,88 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/conveyorq/conveyor/broker"
+)
+
+// consumer is one named member of a queue's consumer group.
+type consumer struct {
+	d     *Driver
+	queue string
+	name  string
+	keys  queueKeys
+	vt    time.Duration
+	vtMS  string // vt in ms, as fetch.lua's ARGV
+
+	mu        sync.Mutex
+	closed    bool
+	done      chan struct{} // closed by Close
+	wg        sync.WaitGroup
+	cursor    string    // XAUTOCLAIM cursor; "0-0" starts a pass
+	nextClaim time.Time // when the next XAUTOCLAIM pass may start
+
+	// blockHook, when set (by tests), runs just before a blocking read.
+	blockHook func()
+}
+
+var _ broker.Consumer = (*consumer)(nil)
+
+func newConsumer(d *Driver, queue string, opts *broker.ConsumerOptions) *consumer {
+	vt := opts.VisibilityTimeoutOrDefault()
+	// A lease shorter than a millisecond cannot be expressed in XAUTOCLAIM.
+	vt = max(vt, time.Millisecond)
+	return &consumer{
+		d:      d,
+		queue:  queue,
+		name:   d.cfg.consumerName(),
+		keys:   d.keys(queue),
+		vt:     vt,
+		vtMS:   strconv.FormatInt(vt.Milliseconds(), 10),
+		done:   make(chan struct{}),
+		cursor: "0-0",
+	}
+}
+
+// Close stops the consumer: a blocked Fetch returns broker.ErrClosed and later
+// Fetches fail with it. It waits for background reads to end (at most about
+// PollInterval), then removes the consumer from the group if it holds no
+// pending entry. Deliveries it holds keep their leases and can still be
+// settled.
+func (c *consumer) Close(ctx context.Context) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	close(c.done)
+	c.mu.Unlock()
+
+	waited := make(chan struct{})
+	go func() {
+		c.wg.Wait()
+		close(waited)
+	}()
+	select {
+	case <-waited:
+	case <-ctx.Done():
+		return fmt.Errorf("stream: close: %w", ctx.Err())
+	}
+
+	if _, err := closeScript.Run(ctx, c.d.rdb, []string{c.keys.stream}, c.d.cfg.Group, c.name); err != nil {
+		return fmt.Errorf("stream: close: %w", err)
+	}
+	return nil
+}
+
+// isClosed reports whether Close was called.
+func (c *consumer) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}

@@ -1,0 +1,58 @@
+// Package stream is the Redis Streams driver of Conveyor: at-least-once
+// delivery through a consumer group, with delays, retries, lease extension
+// and a discard list. It implements broker.Driver and broker.Consumer.
+//
+//	d, err := stream.New(rdb, nil) // rdb: a go-redis UniversalClient
+//	if err != nil { ... }
+//	if err := d.Check(ctx); err != nil { ... } // Redis 7.0+, noeviction
+//	err = d.Enqueue(ctx, []*broker.Message{{ID: "order:42", Kind: "email", Queue: "mail", Payload: body}})
+//	c, err := d.Open(ctx, "mail", &broker.ConsumerOptions{VisibilityTimeout: time.Minute})
+//	ds, err := c.Fetch(ctx, 50) // blocks until at least one delivery
+//	err = c.Ack(ctx, ds...)
+//
+// # Keys
+//
+// Per queue q (prefix p, see Config):
+//
+//	p:{q}:stream   STREAM; each entry has one field "m", the encoded message
+//	               (internal/codec). Consumer group Config.Group, created with
+//	               the stream (XGROUP CREATE ... 0 MKSTREAM) in the same script
+//	               as the first XADD, so the group sees every entry.
+//	p:{q}:delayed  ZSET of encoded messages scored by run-at (unix ms).
+//	p:{q}:dead     LIST of discard records, newest first, capped at
+//	               Config.DiscardMax.
+//
+// # Leases and fencing
+//
+// A fetched entry sits in the group's pending list (PEL) under this
+// consumer's name; the lease is its idle time. Entries idle longer than the
+// visibility timeout are taken over by the next Fetch of any consumer
+// (XAUTOCLAIM), which also bumps their delivery count. A delivery's receipt is
+// its entry ID and its token "<entry ID>/<delivery count>": every settle and
+// extension checks, in its script, that the entry is pending, owned by this
+// consumer, with that count. XACK alone would let a consumer whose lease
+// expired acknowledge an entry another consumer is running. Crash recoveries
+// (delivery count - 1) are reported in Message.Recoveries and carried into the
+// message when it is retried or released, since a new entry starts from 0.
+//
+// Extend resets the idle time so that the entry expires ttl from now, but no
+// further than one visibility timeout away: takers measure idleness against
+// their own visibility timeout, so consumers of one queue should share it.
+//
+// # Deletion, never trimming
+//
+// Acked, retried and discarded entries are XDELed in the settling script.
+// The driver never trims (no XTRIM, no MAXLEN), so an entry is never removed
+// while it is pending. When a stream is left empty with nothing pending, its
+// key (and the group) is deleted, so a drained queue leaves no keys behind;
+// enqueue recreates both. Entries deleted by hand while pending are dropped
+// from the PEL by XAUTOCLAIM: the driver logs their IDs at Warn and counts
+// them in Stats().DeletedWhilePending, as their messages are lost.
+//
+// # Blocking
+//
+// An empty Fetch blocks in XREADGROUP ... BLOCK (outside Lua, where blocking
+// is not allowed) for at most Config.PollInterval or until the next delayed
+// message is due; a missing stream is awaited with XREAD BLOCK. Each blocking
+// read holds one connection of the client's pool.
+package stream

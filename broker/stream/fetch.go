@@ -1,0 +1,326 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/codec"
+)
+
+// Fetch returns between 1 and max deliveries (max is capped at 1000).
+//
+// Each round runs fetch.lua once (promote due delayed messages, take over
+// expired leases, read new entries). When that finds nothing, Fetch blocks
+// in XREADGROUP ... BLOCK for at most PollInterval, or until the next
+// delayed message is due, and tries again; when the stream does not exist
+// yet it blocks on the stream's creation instead. An idle consumer so sends
+// about two commands per PollInterval.
+//
+// The blocking read runs in a goroutine so that Fetch returns ctx.Err() as
+// soon as ctx is done (or broker.ErrClosed when the consumer is closed); if
+// that read then returns entries, they are handed back to the queue at once
+// rather than waiting out their lease.
+func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, error) {
+	if max < 1 {
+		return nil, fmt.Errorf("stream: fetch: max %d is not positive", max)
+	}
+	max = min(max, maxFetch)
+	for {
+		if c.isClosed() {
+			return nil, fmt.Errorf("stream: fetch: %w", broker.ErrClosed)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		r, err := c.fetchOnce(ctx, max)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, fmt.Errorf("stream: fetch: %w", err)
+		}
+		if len(r.ds) > 0 {
+			return r.ds, nil
+		}
+		if r.read > 0 {
+			continue // all were undecodable (and discarded): more may wait
+		}
+		wait := c.d.cfg.PollInterval
+		if r.nextDue >= 0 {
+			wait = min(wait, time.Duration(r.nextDue)*time.Millisecond)
+		}
+		if wait < time.Millisecond {
+			continue // a delayed message is due: promote it
+		}
+		ds, err := c.block(ctx, max, wait, r.noStream)
+		if err != nil {
+			return nil, err
+		}
+		if len(ds) > 0 {
+			return ds, nil
+		}
+	}
+}
+
+// fetchResult is what one fetch.lua call found.
+type fetchResult struct {
+	ds       []*broker.Delivery
+	read     int   // entries read, including undecodable ones not in ds
+	nextDue  int64 // ms until the next delayed message, -1 for none
+	noStream bool
+}
+
+// fetchOnce runs fetch.lua; it recreates the consumer group if someone
+// destroyed it while the stream lives on.
+func (c *consumer) fetchOnce(ctx context.Context, max int) (fetchResult, error) {
+	r, err := c.runFetch(ctx, max)
+	if err != nil && strings.Contains(err.Error(), "NOGROUP") {
+		// Not MKSTREAM: if the stream is gone too, fetch.lua handles that.
+		// BUSYGROUP: another consumer recreated the group first.
+		cerr := c.d.rdb.XGroupCreate(ctx, c.keys.stream, c.d.cfg.Group, "0").Err()
+		if cerr == nil {
+			c.d.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "stream: consumer group was missing; recreated it from ID 0",
+				slog.String("queue", c.queue), slog.String("group", c.d.cfg.Group))
+		}
+		if cerr == nil || strings.Contains(cerr.Error(), "BUSYGROUP") || strings.Contains(cerr.Error(), "requires the key to exist") {
+			r, err = c.runFetch(ctx, max)
+		}
+	}
+	return r, err
+}
+
+func (c *consumer) runFetch(ctx context.Context, max int) (fetchResult, error) {
+	start := time.Now()
+	c.mu.Lock()
+	cursor := ""
+	if c.cursor != "0-0" || !start.Before(c.nextClaim) {
+		cursor = c.cursor
+	}
+	c.mu.Unlock()
+
+	v, err := fetchScript.Run(ctx, c.d.rdb, []string{c.keys.stream, c.keys.delayed},
+		c.d.cfg.Group, c.name, max, c.vtMS, cursor, promoteLimit)
+	if err != nil {
+		return fetchResult{}, err
+	}
+	reply, ok := v.([]any)
+	if !ok || len(reply) < 4 {
+		return fetchResult{}, fmt.Errorf("fetch.lua: unexpected reply %T", v)
+	}
+	next, _ := reply[0].(string)
+	nextDue, _ := reply[1].(int64)
+	noStream, _ := reply[2].(int64)
+	ndel, _ := reply[3].(int64)
+	rest := reply[4:]
+	if ndel < 0 || int(ndel) > len(rest) || (len(rest)-int(ndel))%3 != 0 {
+		return fetchResult{}, fmt.Errorf("fetch.lua: malformed reply")
+	}
+
+	if cursor != "" && next != "" {
+		c.mu.Lock()
+		c.cursor = next
+		if next == "0-0" {
+			c.nextClaim = start.Add(c.d.cfg.PollInterval)
+		}
+		c.mu.Unlock()
+	}
+	if ndel > 0 {
+		c.reportDeleted(ctx, rest[:ndel])
+	}
+	rest = rest[ndel:]
+
+	n := len(rest) / 3
+	res := fetchResult{read: n, nextDue: nextDue, noStream: noStream == 1}
+	if n == 0 {
+		return res, nil
+	}
+	deadline := start.Add(c.vt)
+	buf := make([]broker.Delivery, n)
+	res.ds = make([]*broker.Delivery, 0, n)
+	var reclaimed int64
+	for i := range n {
+		id, _ := rest[3*i].(string)
+		count, _ := rest[3*i+1].(int64)
+		body, _ := rest[3*i+2].(string)
+		d := &buf[i]
+		if !c.decode(ctx, d, id, count, body, deadline) {
+			continue
+		}
+		if count > 1 {
+			reclaimed++
+		}
+		res.ds = append(res.ds, d)
+	}
+	if reclaimed > 0 {
+		c.d.reclaimed.Add(reclaimed)
+	}
+	return res, nil
+}
+
+// decode fills d from a stream entry. A message that cannot be decoded is
+// moved to the discard list (it would fail the same way on every delivery)
+// and decode reports false.
+func (c *consumer) decode(ctx context.Context, d *broker.Delivery, id string, count int64, body string, deadline time.Time) bool {
+	d.Receipt = id
+	d.Token = token(id, count)
+	d.LeaseDeadline = deadline
+	d.Queue = c.queue
+	if _, err := codec.Decode([]byte(body), &d.Message); err != nil {
+		c.d.cfg.Logger.LogAttrs(ctx, slog.LevelError, "stream: undecodable message discarded",
+			slog.String("queue", c.queue), slog.String("entry_id", id), slog.String("error", err.Error()))
+		if derr := c.discard(ctx, d, err.Error()); derr != nil {
+			c.d.cfg.Logger.LogAttrs(ctx, slog.LevelError, "stream: discard of undecodable message failed",
+				slog.String("queue", c.queue), slog.String("entry_id", id), slog.String("error", derr.Error()))
+		}
+		return false
+	}
+	// A delivery count above 1 means earlier leases of this entry expired.
+	d.Recoveries += int(count - 1)
+	return true
+}
+
+// reportDeleted logs and counts entries XAUTOCLAIM found pending but deleted
+// from the stream: their messages are lost, which must not go unnoticed.
+func (c *consumer) reportDeleted(ctx context.Context, raw []any) {
+	ids := make([]string, 0, len(raw))
+	for _, v := range raw {
+		if s, ok := v.(string); ok {
+			ids = append(ids, s)
+		}
+	}
+	c.d.deletedPending.Add(int64(len(raw)))
+	c.d.cfg.Logger.LogAttrs(ctx, slog.LevelWarn,
+		"stream: pending entries were deleted from the stream (XDEL or trim by hand); their messages are lost",
+		slog.String("queue", c.queue), slog.Any("entry_ids", ids))
+}
+
+// blockResult is the outcome of one blocking read.
+type blockResult struct {
+	ds  []*broker.Delivery
+	err error
+}
+
+// block waits up to wait for new entries (or, with noStream, for the stream
+// to be created). It returns as soon as ctx is done or the consumer closed;
+// the read goroutine then hands back whatever it receives.
+func (c *consumer) block(ctx context.Context, max int, wait time.Duration, noStream bool) ([]*broker.Delivery, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("stream: fetch: %w", broker.ErrClosed)
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
+
+	results := make(chan blockResult) // unbuffered: a send means Fetch took it
+	giveUp := make(chan struct{})
+	// The read itself is not cancelled with ctx: go-redis would drop the
+	// connection and entries the server had already delivered would sit in
+	// the pending list until their lease ran out.
+	rctx := context.WithoutCancel(ctx)
+	if c.blockHook != nil {
+		c.blockHook()
+	}
+	go func() {
+		defer c.wg.Done()
+		ds, err := c.readBlocking(rctx, max, wait, noStream)
+		select {
+		case results <- blockResult{ds, err}:
+		case <-giveUp:
+			if len(ds) > 0 {
+				c.handBack(ds)
+			}
+		}
+	}()
+	select {
+	case r := <-results:
+		if r.err != nil {
+			return nil, fmt.Errorf("stream: fetch: %w", r.err)
+		}
+		return r.ds, nil
+	case <-ctx.Done():
+		close(giveUp)
+		return nil, ctx.Err()
+	case <-c.done:
+		close(giveUp)
+		return nil, fmt.Errorf("stream: fetch: %w", broker.ErrClosed)
+	}
+}
+
+// readBlocking runs one blocking read. It returns no deliveries and no
+// error when the read timed out, when the stream was created (noStream) or
+// when the stream or group vanished meanwhile: the caller runs fetch.lua again.
+func (c *consumer) readBlocking(ctx context.Context, max int, wait time.Duration, noStream bool) ([]*broker.Delivery, error) {
+	if noStream {
+		// Wakes when enqueue.lua (or a promotion) creates the stream. ID 0-0
+		// returns at once if it was created since fetch.lua looked.
+		err := c.d.rdb.XRead(ctx, &redis.XReadArgs{
+			Streams: []string{c.keys.stream, "0-0"}, Count: 1, Block: wait,
+		}).Err()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, err
+		}
+		return nil, nil
+	}
+	streams, err := c.d.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+		Group: c.d.cfg.Group, Consumer: c.name,
+		Streams: []string{c.keys.stream, ">"}, Count: int64(max), Block: wait,
+	}).Result()
+	received := time.Now()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return nil, nil
+	case err != nil:
+		msg := err.Error()
+		// NOGROUP: the stream was deleted (all acked) before the read;
+		// UNBLOCKED: it was deleted while the read blocked (Redis 7).
+		if strings.HasPrefix(msg, "NOGROUP") || strings.HasPrefix(msg, "UNBLOCKED") {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var msgs []redis.XMessage
+	for _, s := range streams {
+		msgs = append(msgs, s.Messages...)
+	}
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	// The lease started when the server delivered, just before received.
+	deadline := received.Add(c.vt)
+	buf := make([]broker.Delivery, len(msgs))
+	ds := make([]*broker.Delivery, 0, len(msgs))
+	for i, m := range msgs {
+		body, _ := m.Values["m"].(string)
+		if c.decode(ctx, &buf[i], m.ID, 1, body, deadline) {
+			ds = append(ds, &buf[i])
+		}
+	}
+	return ds, nil
+}
+
+// handBack releases deliveries read after Fetch's caller gave up.
+func (c *consumer) handBack(ds []*broker.Delivery) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := c.Release(ctx, ds...)
+	n := len(ds)
+	var merr *multierror.Error
+	if errors.As(err, &merr) {
+		n -= len(merr.Errors)
+	}
+	c.d.released.Add(int64(max(n, 0)))
+	if err != nil {
+		c.d.cfg.Logger.LogAttrs(ctx, slog.LevelError,
+			"stream: could not hand back deliveries read after fetch was cancelled; they return after the visibility timeout",
+			slog.String("queue", c.queue), slog.Int("count", len(ds)), slog.String("error", err.Error()))
+	}
+}

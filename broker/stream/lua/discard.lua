@@ -1,0 +1,60 @@
+-- discard.lua: move one delivery to its queue's discard list (stream driver).
+--
+-- The delivery is fenced as in ack.lua, then XACKed and XDELed; a discard
+-- record "d1,<unix ms>,<len(reason)>:<reason><encoded message>" (see
+-- internal/codec/discard.go) is pushed on the discard list, whose length is
+-- capped at ARGV[6] (the oldest records are dropped). The stored message's
+-- recoveries include this entry's crash recoveries (delivery count - 1). An
+-- entry deleted while pending is reported as LEASE_LOST, as in requeue.lua.
+-- Like ack.lua, an empty stream with nothing pending is deleted.
+--
+-- KEYS[1]  <prefix>:{<queue>}:stream   STREAM with the consumer group ARGV[1]
+-- KEYS[2]  <prefix>:{<queue>}:dead     LIST of discard records, newest first
+-- ARGV[1]  consumer group name
+-- ARGV[2]  consumer name
+-- ARGV[3]  entry ID
+-- ARGV[4]  delivery count (the count part of the token)
+-- ARGV[5]  reason (bytes)
+-- ARGV[6]  max length of the discard list
+--
+-- Reply: a one-item array: "OK" or "LEASE_LOST".
+local stream, dead = KEYS[1], KEYS[2]
+local group, me, id = ARGV[1], ARGV[2], ARGV[3]
+
+if redis.call('EXISTS', stream) == 0 then
+  return {'LEASE_LOST'}
+end
+local p = redis.call('XPENDING', stream, group, id, id, 1)[1]
+if not (p and p[2] == me and p[4] == tonumber(ARGV[4])) then
+  return {'LEASE_LOST'}
+end
+
+local e = redis.call('XRANGE', stream, id, id)[1]
+if not e then
+  return {'LEASE_LOST'}
+end
+-- An entry without the field "m" (written by hand) is kept as an empty message.
+local m = ''
+for j = 1, #e[2], 2 do
+  if e[2][j] == 'm' then
+    m = e[2][j + 1]
+  end
+end
+local d, a, r, pos = string.match(m, '^1,(%d+),(%d+),(%d+),()')
+if d then
+  m = '1,' .. d .. ',' .. a .. ',' .. (tonumber(r) + p[4] - 1) .. ',' .. string.sub(m, pos)
+end
+
+redis.call('XACK', stream, group, id)
+redis.call('XDEL', stream, id)
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local reason = ARGV[5]
+redis.call('LPUSH', dead, 'd1,' .. now .. ',' .. #reason .. ':' .. reason .. m)
+redis.call('LTRIM', dead, 0, tonumber(ARGV[6]) - 1)
+
+if redis.call('XLEN', stream) == 0 and redis.call('XPENDING', stream, group)[1] == 0 then
+  redis.call('DEL', stream)
+end
+return {'OK'}

@@ -1,0 +1,78 @@
+-- requeue.lua: hand a batch of deliveries back to their queue (stream driver);
+-- Consumer.Retry (attempt + 1, maybe later) and Consumer.Release (at once, no
+-- attempt counted) both run it.
+--
+-- Each delivery is fenced as in ack.lua. The entry is then XACKed and XDELed
+-- and its message stored again with a new header: attempt + ARGV[3], and the
+-- crash recoveries so far (delivery count - 1) added to the stored recoveries,
+-- because a new entry starts with a delivery count of 0. A run-at in the
+-- future sends the message to the delayed ZSET, else it is appended to the
+-- stream, which wakes blocked readers. An entry deleted while pending cannot
+-- be stored again: it is reported as LEASE_LOST and left in the PEL, where
+-- XAUTOCLAIM finds it and the driver reports it.
+--
+-- KEYS[1]  <prefix>:{<queue>}:stream   STREAM with the consumer group ARGV[1]
+-- KEYS[2]  <prefix>:{<queue>}:delayed  ZSET, score = run-at (unix ms)
+-- ARGV[1]  consumer group name
+-- ARGV[2]  consumer name
+-- ARGV[3]  attempt increment: 1 for a retry, 0 for a release
+-- ARGV[4], ARGV[5], ARGV[6], ...  triples: entry ID, delivery count (the count part of the token),
+--          run-at (unix ms, 0 = now)
+--
+-- Reply: one status per triple, in order: "OK" or "LEASE_LOST".
+-- Bounded: one iteration per triple; the caller sends at most 512 triples.
+local stream, delayed = KEYS[1], KEYS[2]
+local group, me = ARGV[1], ARGV[2]
+local inc = tonumber(ARGV[3])
+local out = {}
+
+if redis.call('EXISTS', stream) == 0 then
+  for i = 4, #ARGV, 3 do
+    out[#out + 1] = 'LEASE_LOST'
+  end
+  return out
+end
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local deleted = false
+for i = 4, #ARGV, 3 do
+  local id = ARGV[i]
+  local status = 'LEASE_LOST'
+  local p = redis.call('XPENDING', stream, group, id, id, 1)[1]
+  if p and p[2] == me and p[4] == tonumber(ARGV[i + 1]) then
+    local e = redis.call('XRANGE', stream, id, id)[1]
+    local m
+    if e then
+      for j = 1, #e[2], 2 do
+        if e[2][j] == 'm' then
+          m = e[2][j + 1]
+        end
+      end
+    end
+    local a, r, pos
+    if m then
+      a, r, pos = string.match(m, '^1,%d+,(%d+),(%d+),()')
+    end
+    if a then
+      redis.call('XACK', stream, group, id)
+      redis.call('XDEL', stream, id)
+      m = '1,0,' .. (tonumber(a) + inc) .. ',' .. (tonumber(r) + p[4] - 1) .. ',' .. string.sub(m, pos)
+      local at = tonumber(ARGV[i + 2])
+      if at > now then
+        redis.call('ZADD', delayed, at, m)
+        deleted = true
+      else
+        redis.call('XADD', stream, '*', 'm', m)
+      end
+      status = 'OK'
+    end
+  end
+  out[#out + 1] = status
+end
+
+if deleted and redis.call('XLEN', stream) == 0 and redis.call('XPENDING', stream, group)[1] == 0 then
+  redis.call('DEL', stream)
+end
+return out

@@ -1,0 +1,45 @@
+package stream
+
+import (
+	_ "embed"
+
+	"github.com/conveyorq/conveyor/internal/script"
+)
+
+// The driver's scripts; each file's header names its KEYS, ARGV and reply.
+var (
+	//go:embed lua/enqueue.lua
+	enqueueSrc string
+	//go:embed lua/fetch.lua
+	fetchSrc string
+	//go:embed lua/ack.lua
+	ackSrc string
+	//go:embed lua/requeue.lua
+	requeueSrc string
+	//go:embed lua/discard.lua
+	discardSrc string
+	//go:embed lua/extend.lua
+	extendSrc string
+	//go:embed lua/close.lua
+	closeSrc string
+
+	enqueueScript = script.New("stream/enqueue", enqueueSrc)
+	fetchScript   = script.New("stream/fetch", fetchSrc)
+	ackScript     = script.New("stream/ack", ackSrc)
+	requeueScript = script.New("stream/requeue", requeueSrc)
+	discardScript = script.New("stream/discard", discardSrc)
+	extendScript  = script.New("stream/extend", extendSrc)
+	closeScript   = script.New("stream/close", closeSrc)
+)
+
+// Limits that keep every script call short: a script blocks the server
+// while it runs.
+const (
+	// maxBatch caps the messages or deliveries of one script call; larger
+	// batches are split.
+	maxBatch = 512
+	// maxFetch caps Fetch's max.
+	maxFetch = 1000
+	// promoteLimit caps the delayed messages one fetch.lua call promotes.
+	promoteLimit = 100
+)

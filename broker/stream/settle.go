@@ -1,0 +1,193 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+
+	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/script"
+)
+
+// Every settle and extension is fenced in its script: the entry must be
+// pending, owned by this consumer, with the delivery count its token carries.
+// A delivery whose lease expired and was taken over (by another
+// consumer, or by this one again) fails with broker.ErrLeaseLost.
+
+// Ack settles deliveries as done: their entries are acknowledged and deleted.
+func (c *consumer) Ack(ctx context.Context, ds ...*broker.Delivery) error {
+	return c.batch(ctx, "ack", ackScript, []string{c.keys.stream},
+		[]any{c.d.cfg.Group, c.name}, ds,
+		func(args []any, d *broker.Delivery, count string) []any { return append(args, d.Receipt, count) }, nil)
+}
+
+// Retry hands d back with its attempt counted, to run again at at (now or
+// earlier: at once, at the end of the stream; later: through the delayed set).
+func (c *consumer) Retry(ctx context.Context, d *broker.Delivery, at time.Time) error {
+	var ms int64
+	if !at.IsZero() {
+		ms = at.UnixMilli()
+	}
+	return single(c.requeue(ctx, "retry", 1, ms, d))
+}
+
+// Release hands deliveries back to the end of the stream at once, without
+// counting an attempt.
+func (c *consumer) Release(ctx context.Context, ds ...*broker.Delivery) error {
+	return c.requeue(ctx, "release", 0, 0, ds...)
+}
+
+func (c *consumer) requeue(ctx context.Context, op string, inc int, at int64, ds ...*broker.Delivery) error {
+	return c.batch(ctx, op, requeueScript, []string{c.keys.stream, c.keys.delayed},
+		[]any{c.d.cfg.Group, c.name, inc}, ds,
+		func(args []any, d *broker.Delivery, count string) []any { return append(args, d.Receipt, count, at) }, nil)
+}
+
+// Discard moves d to the queue's discard list with reason.
+func (c *consumer) Discard(ctx context.Context, d *broker.Delivery, reason string) error {
+	return single(c.discard(ctx, d, reason))
+}
+
+func (c *consumer) discard(ctx context.Context, d *broker.Delivery, reason string) error {
+	return c.batch(ctx, "discard", discardScript, []string{c.keys.stream, c.keys.dead},
+		[]any{c.d.cfg.Group, c.name}, []*broker.Delivery{d},
+		func(args []any, d *broker.Delivery, count string) []any {
+			return append(args, d.Receipt, count, reason, c.d.cfg.DiscardMax)
+		}, nil)
+}
+
+// Extend pushes the lease deadlines of ds to now + ttl and updates their
+// LeaseDeadline. A stream lease is the entry's idle time measured against the
+// visibility timeout of whichever consumer takes it over, so a lease cannot
+// reach further than one visibility timeout: a ttl above this consumer's
+// visibility timeout is capped to it, and LeaseDeadline says so.
+func (c *consumer) Extend(ctx context.Context, ttl time.Duration, ds ...*broker.Delivery) error {
+	if ttl <= 0 {
+		return fmt.Errorf("stream: extend: ttl %v is not positive", ttl)
+	}
+	ttl = min(ttl, c.vt)
+	idle := (c.vt - ttl).Milliseconds()
+	deadline := time.Now().Add(ttl)
+	return c.batch(ctx, "extend", extendScript, []string{c.keys.stream},
+		[]any{c.d.cfg.Group, c.name, idle}, ds,
+		func(args []any, d *broker.Delivery, count string) []any { return append(args, d.Receipt, count) },
+		func(d *broker.Delivery) { d.LeaseDeadline = deadline })
+}
+
+// batch runs s over ds, at most maxBatch deliveries per call. head is ARGV
+// before the deliveries, item appends one delivery's ARGV given its delivery
+// count (from the token). The reply is one
+// status per delivery; onOK runs for each delivery settled. The error is nil
+// or a *multierror.Error of *broker.DeliveryError.
+func (c *consumer) batch(ctx context.Context, op string, s *script.Script, keys []string, head []any,
+	ds []*broker.Delivery, item func([]any, *broker.Delivery, string) []any, onOK func(*broker.Delivery)) error {
+	var errs *multierror.Error
+	valid := make([]*broker.Delivery, 0, len(ds))
+	counts := make([]string, 0, len(ds))
+	for i, d := range ds {
+		if d == nil {
+			return fmt.Errorf("stream: %s: delivery %d is nil", op, i)
+		}
+		count, err := c.check(d)
+		if err != nil {
+			errs = multierror.Append(errs, &broker.DeliveryError{Delivery: d, Err: fmt.Errorf("stream: %s: %w", op, err)})
+			continue
+		}
+		valid = append(valid, d)
+		counts = append(counts, count)
+	}
+	for len(valid) > 0 {
+		n := min(len(valid), maxBatch)
+		chunk, chunkCounts := valid[:n], counts[:n]
+		valid, counts = valid[n:], counts[n:]
+		args := make([]any, 0, len(head)+4*len(chunk))
+		args = append(args, head...)
+		for i, d := range chunk {
+			args = item(args, d, chunkCounts[i])
+		}
+		v, err := s.Run(ctx, c.d.rdb, keys, args...)
+		statuses, ok := v.([]any)
+		if err == nil && (!ok || len(statuses) != len(chunk)) {
+			err = fmt.Errorf("%s: unexpected reply %v", s.Name(), v)
+		}
+		for i, d := range chunk {
+			e := err
+			if e == nil {
+				code, _ := statuses[i].(string)
+				e = script.Status(code)
+			}
+			if e != nil {
+				errs = multierror.Append(errs, &broker.DeliveryError{Delivery: d, Err: fmt.Errorf("stream: %s: %w", op, e)})
+			} else if onOK != nil {
+				onOK(d)
+			}
+		}
+	}
+	return errs.ErrorOrNil()
+}
+
+// check refuses a delivery this consumer cannot have handed out, before it
+// reaches a script (a malformed entry ID would fail the whole batch there),
+// and returns the delivery count its token carries.
+func (c *consumer) check(d *broker.Delivery) (string, error) {
+	if d.Queue != c.queue {
+		return "", fmt.Errorf("delivery of queue %q settled by a consumer of %q", d.Queue, c.queue)
+	}
+	if !isEntryID(d.Receipt) {
+		return "", fmt.Errorf("receipt %q is not a stream entry ID", d.Receipt)
+	}
+	count, ok := tokenCount(d.Token, d.Receipt)
+	if !ok {
+		// Not a token this driver handed out for this entry.
+		return "", broker.ErrLeaseLost
+	}
+	return count, nil
+}
+
+// token returns the fencing token of a delivery of entry id with the given
+// delivery count: "<entry ID>/<count>". The count alone is what the scripts
+// check (with the owner); the entry ID makes the token unique over the
+// message's life, since a retried or released message is a new entry whose
+// count starts again at 1.
+func token(id string, count int64) string {
+	return id + "/" + strconv.FormatInt(count, 10)
+}
+
+// tokenCount returns the delivery count of a token of entry id.
+func tokenCount(tok, id string) (string, bool) {
+	if len(tok) < len(id)+2 || tok[:len(id)] != id || tok[len(id)] != '/' {
+		return "", false
+	}
+	count := tok[len(id)+1:]
+	for i := 0; i < len(count); i++ {
+		if count[i] < '0' || count[i] > '9' {
+			return "", false
+		}
+	}
+	return count, true
+}
+
+// isEntryID reports whether s has the form <ms>-<seq> of a stream entry ID.
+func isEntryID(s string) bool {
+	dash := -1
+	for i := 0; i < len(s); i++ {
+		switch b := s[i]; {
+		case b == '-' && dash < 0 && i > 0:
+			dash = i
+		case b < '0' || b > '9':
+			return false
+		}
+	}
+	return dash > 0 && dash < len(s)-1 && len(s) <= 41
+}
+
+// single unwraps the error of a one-delivery batch to its *broker.DeliveryError.
+func single(err error) error {
+	if merr, ok := err.(*multierror.Error); ok && len(merr.Errors) == 1 {
+		return merr.Errors[0]
+	}
+	return err
+}

@@ -40,8 +40,9 @@ type Pool struct {
 	running map[*broker.Delivery]*task
 	wg      sync.WaitGroup
 
-	cons broker.Consumer
-	acks *groupcommit.Committer[*broker.Delivery]
+	cons     broker.Consumer
+	acks     *groupcommit.Committer[*broker.Delivery]
+	settling chan struct{} // bounds settles in flight
 }
 
 // task is one running job.
@@ -76,6 +77,7 @@ func NewPool(d broker.Driver, h conveyor.Handler, cfg *Config) (*Pool, error) {
 		shutdown: make(chan struct{}),
 		done:     make(chan struct{}),
 		running:  make(map[*broker.Delivery]*task),
+		settling: make(chan struct{}, 2*c.Concurrency),
 	}, nil
 }
 
@@ -96,7 +98,7 @@ func (p *Pool) Run(ctx context.Context) error {
 		return fmt.Errorf("worker: open queue %s: %w", p.cfg.Queue, err)
 	}
 	p.cons = cons
-	p.acks = groupcommit.New(4, 256, p.sendAcks)
+	p.acks = groupcommit.New(1, 256, p.sendAcks)
 
 	fetchCtx, stopFetching := context.WithCancel(ctx)
 	defer stopFetching()
@@ -147,22 +149,53 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 	}
 }
 
-// fetchLoop asks for as many jobs as there are free slots, blocking in the
-// driver while the queue is empty.
+// fetchLoop keeps up to Concurrency fetched jobs waiting for the
+// Concurrency workers, so that a fetch round trip overlaps the jobs running
+// rather than waiting for them: the pool holds at most 2×Concurrency leases
+// (running plus waiting) and runs at most Concurrency handlers. The driver
+// blocks while the queue is empty.
 func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
-	slots := make(chan struct{}, p.cfg.Concurrency)
-	backoff := 100 * time.Millisecond
-	for {
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		n := 1
-	more:
-		for n < p.cfg.Concurrency {
+	size := p.cfg.Concurrency
+	credits := make(chan struct{}, size) // one per fetched job not yet started
+	waiting := make(chan *task, size)
+	for range size {
+		go p.work(ctx, handlerCtx, waiting, credits)
+	}
+	defer func() {
+		// Jobs fetched but not started go back to the queue at once.
+		var left []*task
+		for {
 			select {
-			case slots <- struct{}{}:
+			case t := <-waiting:
+				left = append(left, t)
+				continue
+			default:
+			}
+			break
+		}
+		p.handBack(left)
+	}()
+
+	backoff := 100 * time.Millisecond
+	// While the queue has a backlog (the last fetch was full), wait until
+	// half the waiting room is free before fetching again: fewer, larger
+	// fetches cost Redis far less per job. When the queue runs dry, fetch as
+	// soon as there is room for one, for latency.
+	want := 1
+	for {
+		n := 0
+		for n < want {
+			select {
+			case credits <- struct{}{}:
+				n++
+			case <-ctx.Done():
+				return
+			}
+		}
+	more:
+		for n < size {
+			select {
+			case credits <- struct{}{}:
 				n++
 			default:
 				break more
@@ -170,7 +203,7 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 		}
 		ds, err := p.cons.Fetch(ctx, n)
 		for range n - len(ds) {
-			<-slots
+			<-credits
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -188,6 +221,10 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 			continue
 		}
 		backoff = 100 * time.Millisecond
+		want = 1
+		if len(ds) == n {
+			want = max(1, size/2)
+		}
 		for _, d := range ds {
 			t := &task{d: d}
 			t.job = conveyor.NewJob(d, settler{p: p, t: t})
@@ -195,11 +232,52 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 			p.running[d] = t
 			p.mu.Unlock()
 			p.wg.Add(1)
-			go func() {
-				defer func() { <-slots }()
-				p.run(handlerCtx, t)
-			}()
+			waiting <- t // never blocks: a credit was taken for it
 		}
+	}
+}
+
+// work runs waiting jobs one at a time until fetching stops.
+func (p *Pool) work(ctx, handlerCtx context.Context, waiting <-chan *task, credits <-chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case t := <-waiting:
+			<-credits
+			if ctx.Err() != nil { // stopping: do not start new jobs
+				p.handBack([]*task{t})
+				return
+			}
+			p.run(handlerCtx, t)
+		}
+	}
+}
+
+// handBack releases jobs that were fetched but never started.
+func (p *Pool) handBack(ts []*task) {
+	if len(ts) == 0 {
+		return
+	}
+	ds := make([]*broker.Delivery, len(ts))
+	for i, t := range ts {
+		t.mu.Lock()
+		t.released = true
+		t.mu.Unlock()
+		ds[i] = t.d
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.cons.Release(ctx, ds...); err != nil {
+		p.log.Warn("hand back unstarted jobs", "jobs", len(ds), "err", err)
+	}
+	p.mu.Lock()
+	for _, d := range ds {
+		delete(p.running, d)
+	}
+	p.mu.Unlock()
+	for range ts {
+		p.wg.Done()
 	}
 }
 
@@ -239,39 +317,48 @@ func (p *Pool) drain(cancelHandlers context.CancelCauseFunc) {
 	p.log.Info("shutdown grace over; handed running jobs back", "jobs", len(ds), "err", err)
 }
 
-// run runs one job and settles it if the handler did not.
+// run runs one job. When the handler leaves it unsettled, the settle (an
+// ack shared with other jobs' acks, usually) runs in its own goroutine so the
+// worker can start its next job during the round trip; at most
+// 2×Concurrency settles are in flight, after which workers wait.
 func (p *Pool) run(base context.Context, t *task) {
-	defer p.wg.Done()
-	defer func() {
-		p.mu.Lock()
-		delete(p.running, t.d)
-		p.mu.Unlock()
-	}()
 	ctx, cancel := context.WithCancelCause(base)
-	defer cancel(nil)
 	t.mu.Lock()
 	t.cancel = cancel
 	t.mu.Unlock()
+	var stop context.CancelFunc = func() {}
 	if timeout := cmp.Or(t.d.Timeout, p.cfg.JobTimeout); timeout > 0 {
-		var stop context.CancelFunc
 		ctx, stop = context.WithTimeout(ctx, timeout)
-		defer stop()
 	}
 	err := p.call(ctx, t.job)
-	if t.job.Settled() {
-		return
-	}
+	stop()
+	lost := errors.Is(context.Cause(ctx), broker.ErrLeaseLost)
+	cancel(nil)
 	t.mu.Lock()
-	released := t.released
+	done := t.released || t.job.Settled()
 	t.mu.Unlock()
-	if released {
-		return
-	}
-	if cause := context.Cause(ctx); errors.Is(cause, broker.ErrLeaseLost) {
+	switch {
+	case done:
+		p.finish(t)
+	case lost:
 		p.log.Warn("lease lost; job left to its next delivery", p.jobAttrs(t.d)...)
-		return
+		p.finish(t)
+	default:
+		p.settling <- struct{}{}
+		go func() {
+			defer func() { <-p.settling }()
+			p.settle(t, err)
+			p.finish(t)
+		}()
 	}
-	p.settle(t, err)
+}
+
+// finish forgets a job the pool is done with.
+func (p *Pool) finish(t *task) {
+	p.mu.Lock()
+	delete(p.running, t.d)
+	p.mu.Unlock()
+	p.wg.Done()
 }
 
 // call runs the handler, turning a panic into an error with its stack so one

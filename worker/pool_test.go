@@ -1,0 +1,510 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/conveyorq/conveyor"
+	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/broker/list"
+	"github.com/conveyorq/conveyor/broker/stream"
+	"github.com/conveyorq/conveyor/internal/codec"
+	"github.com/conveyorq/conveyor/internal/keys"
+	"github.com/conveyorq/conveyor/internal/redistest"
+	"github.com/conveyorq/conveyor/worker"
+)
+
+// durable lists the at-least-once drivers every pool test runs on.
+var durable = []struct {
+	name string
+	new  func(t testing.TB, rdb redis.UniversalClient, prefix string) broker.Driver
+}{
+	{"list", func(t testing.TB, rdb redis.UniversalClient, prefix string) broker.Driver {
+		d, err := list.New(rdb, &list.Config{Prefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}},
+	{"stream", func(t testing.TB, rdb redis.UniversalClient, prefix string) broker.Driver {
+		d, err := stream.New(rdb, &stream.Config{Prefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}},
+}
+
+type env struct {
+	rdb    redis.UniversalClient
+	prefix string
+	d      broker.Driver
+	client *conveyor.Client
+}
+
+func newEnv(t *testing.T, i int) env { return newEnvB(t, i) }
+
+func newEnvB(t testing.TB, i int) env {
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	d := durable[i].new(t, rdb, prefix)
+	c, err := conveyor.NewClient(d, &conveyor.ClientConfig{DefaultQueue: "q"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env{rdb: rdb, prefix: prefix, d: d, client: c}
+}
+
+// start runs p in the background and returns a func that stops it and waits.
+func start(t *testing.T, p *worker.Pool) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- p.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-errc:
+				if err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Errorf("pool did not stop within 30s")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func waitFor(t *testing.T, what string, d time.Duration, ch <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(d):
+		t.Fatalf("timed out after %v waiting for %s", d, what)
+	}
+}
+
+func assertNoKeys(t testing.TB, e env) {
+	t.Helper()
+	if ks := redistest.Keys(t, e.rdb, e.prefix); len(ks) != 0 {
+		t.Fatalf("keys left in Redis: %v", ks)
+	}
+}
+
+func TestPoolMovesManyJobs(t *testing.T) {
+	t.Parallel()
+	const n = 100_000
+	for i, drv := range durable {
+		t.Run(drv.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, i)
+			ctx := context.Background()
+			for b := 0; b < n; b += 1000 {
+				reqs := make([]conveyor.Request, 1000)
+				for j := range reqs {
+					reqs[j] = conveyor.Request{Kind: "count", Args: []byte(fmt.Sprint(b + j))}
+				}
+				if _, err := e.client.EnqueueMany(ctx, reqs...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var (
+				seen    = make([]atomic.Int32, n)
+				handled atomic.Int64
+				done    = make(chan struct{})
+			)
+			h := conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
+				var k int
+				if _, err := fmt.Sscan(string(job.Payload), &k); err != nil {
+					return err
+				}
+				seen[k].Add(1)
+				if handled.Add(1) == n {
+					close(done)
+				}
+				return nil
+			})
+			p, err := worker.NewPool(e.d, h, &worker.Config{Queue: "q", Concurrency: 50})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop := start(t, p)
+			waitFor(t, "all jobs handled", 5*time.Minute, done)
+			stop()
+			for k := range seen {
+				if c := seen[k].Load(); c != 1 {
+					t.Fatalf("job %d handled %d times", k, c)
+				}
+			}
+			assertNoKeys(t, e)
+		})
+	}
+}
+
+// TestShutdown: jobs that finish within the grace are acked; jobs still
+// running when it ends are handed back at once (not after their lease) and
+// none is lost.
+func TestShutdown(t *testing.T) {
+	t.Parallel()
+	for i, drv := range durable {
+		t.Run(drv.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, i)
+			ctx := context.Background()
+			const quick, stuck = 5, 3
+			var reqs []conveyor.Request
+			for j := range quick {
+				reqs = append(reqs, conveyor.Request{Kind: "quick", Args: []byte(fmt.Sprint(j))})
+			}
+			for j := range stuck {
+				reqs = append(reqs, conveyor.Request{Kind: "stuck", Args: []byte(fmt.Sprint(j))})
+			}
+			if _, err := e.client.EnqueueMany(ctx, reqs...); err != nil {
+				t.Fatal(err)
+			}
+			var (
+				startedN    atomic.Int32
+				allStarted  = make(chan struct{})
+				proceed     = make(chan struct{})
+				quickDone   atomic.Int32
+				stuckCancel atomic.Int32
+			)
+			h := conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
+				if startedN.Add(1) == quick+stuck {
+					close(allStarted)
+				}
+				if job.Kind == "quick" {
+					<-proceed // running when shutdown starts, finishes within the grace
+					quickDone.Add(1)
+					return nil
+				}
+				<-ctx.Done() // ignores the grace: must be cancelled and handed back
+				if errors.Is(context.Cause(ctx), worker.ErrShutdown) {
+					stuckCancel.Add(1)
+				}
+				return ctx.Err()
+			})
+			p, err := worker.NewPool(e.d, h, &worker.Config{
+				Queue: "q", Concurrency: quick + stuck,
+				VisibilityTimeout: time.Hour, // a hand-back must not wait for the lease
+				ShutdownGrace:     300 * time.Millisecond,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop := start(t, p)
+			waitFor(t, "all jobs started", 10*time.Second, allStarted)
+			shutdownDone := make(chan struct{})
+			go func() {
+				defer close(shutdownDone)
+				if err := p.Shutdown(context.Background()); err != nil {
+					t.Errorf("Shutdown: %v", err)
+				}
+			}()
+			close(proceed)
+			waitFor(t, "shutdown", 10*time.Second, shutdownDone)
+			stop()
+			if quickDone.Load() != quick {
+				t.Fatalf("%d quick jobs finished, want %d", quickDone.Load(), quick)
+			}
+			if stuckCancel.Load() != stuck {
+				t.Fatalf("%d stuck jobs saw ErrShutdown, want %d", stuckCancel.Load(), stuck)
+			}
+			// The stuck jobs are ready again right away, with no attempt counted.
+			c, err := e.d.Open(ctx, "q", &broker.ConsumerOptions{VisibilityTimeout: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close(ctx)
+			var back []*broker.Delivery
+			for len(back) < stuck {
+				fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				ds, err := c.Fetch(fctx, 10)
+				cancel()
+				if err != nil {
+					t.Fatalf("fetch handed-back jobs: got %d of %d: %v", len(back), stuck, err)
+				}
+				back = append(back, ds...)
+			}
+			for _, d := range back {
+				if d.Kind != "stuck" || d.Attempt != 0 {
+					t.Fatalf("handed back %s attempt %d, want stuck attempt 0", d.Kind, d.Attempt)
+				}
+			}
+			if err := c.Ack(ctx, back...); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			assertNoKeys(t, e)
+		})
+	}
+}
+
+// deadRecords reads a queue's discard queue.
+func deadRecords(t *testing.T, e env, queue string) []codec.Discarded {
+	t.Helper()
+	raw, err := e.rdb.LRange(context.Background(), keys.Queue(e.prefix, queue).Part("dead"), 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []codec.Discarded
+	for _, r := range raw {
+		d, err := codec.DecodeDiscarded([]byte(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// runUntilDiscarded runs a pool with h until the queue's discard queue holds
+// want entries, then returns them.
+func runUntilDiscarded(t *testing.T, e env, h conveyor.Handler, cfg *worker.Config, want int) []codec.Discarded {
+	t.Helper()
+	p, err := worker.NewPool(e.d, h, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, p)
+	defer stop()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		// Block on the discard list instead of polling it.
+		key := keys.Queue(e.prefix, cfg.Queue).Part("dead")
+		n, err := e.rdb.LLen(context.Background(), key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int(n) >= want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("discard queue has %d entries, want %d", n, want)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		// BLMOVE onto itself wakes as soon as the list is non-empty.
+		_ = e.rdb.Do(ctx, "BLMOVE", key, key, "RIGHT", "RIGHT", "0.2").Err()
+		cancel()
+	}
+	stop()
+	return deadRecords(t, e, cfg.Queue)
+}
+
+func TestBadJobsDoNotStopThePool(t *testing.T) {
+	t.Parallel()
+	for i, drv := range durable {
+		t.Run(drv.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, i)
+			ctx := context.Background()
+			type order struct{ ID int }
+			var good atomic.Int32
+			mux := worker.NewMux()
+			worker.Handle(mux, "order", func(ctx context.Context, job *conveyor.Job, o order) error {
+				good.Add(1)
+				return nil
+			})
+			mux.HandleFunc("panics", func(ctx context.Context, job *conveyor.Job) error { panic("boom") })
+			for _, r := range []conveyor.Request{
+				{Kind: "no-such-kind", Args: []byte("{}")},
+				{Kind: "order", Args: []byte("not json")},
+				{Kind: "panics"},
+				{Kind: "order", Args: order{ID: 1}},
+			} {
+				if _, err := e.client.Enqueue(ctx, r.Kind, r.Args, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			dead := runUntilDiscarded(t, e, mux, &worker.Config{Queue: "q", MaxAttempts: 1}, 3)
+			reasons := map[string]string{}
+			for _, d := range dead {
+				var m broker.Message
+				if _, err := codec.Decode(d.Message, &m); err != nil {
+					t.Fatal(err)
+				}
+				reasons[m.Kind] += d.Reason
+			}
+			for kind, want := range map[string]string{"no-such-kind": "no handler", "order": "cannot decode", "panics": "panicked: boom"} {
+				if !strings.Contains(reasons[kind], want) {
+					t.Errorf("discard reason for %s = %q, want it to contain %q", kind, reasons[kind], want)
+				}
+			}
+			if good.Load() != 1 {
+				t.Fatalf("good job ran %d times, want 1", good.Load())
+			}
+		})
+	}
+}
+
+func TestRetryThenSucceed(t *testing.T) {
+	t.Parallel()
+	for i, drv := range durable {
+		t.Run(drv.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, i)
+			var attempts []int
+			var mu sync.Mutex
+			done := make(chan struct{})
+			h := conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
+				mu.Lock()
+				defer mu.Unlock()
+				attempts = append(attempts, job.Attempt)
+				if job.Attempt < 2 {
+					return conveyor.RetryAfter(20*time.Millisecond, errors.New("not yet"))
+				}
+				close(done)
+				return nil
+			})
+			if _, err := e.client.Enqueue(context.Background(), "flaky", nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			p, err := worker.NewPool(e.d, h, &worker.Config{Queue: "q"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop := start(t, p)
+			waitFor(t, "third attempt", 10*time.Second, done)
+			stop()
+			mu.Lock()
+			defer mu.Unlock()
+			if fmt.Sprint(attempts) != "[0 1 2]" {
+				t.Fatalf("attempts = %v, want [0 1 2]", attempts)
+			}
+			assertNoKeys(t, e)
+		})
+	}
+}
+
+// TestHeartbeatKeepsLongJob: a job running for several visibility timeouts
+// keeps its lease, so no other consumer gets it meanwhile.
+func TestHeartbeatKeepsLongJob(t *testing.T) {
+	t.Parallel()
+	for i, drv := range durable {
+		t.Run(drv.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, i)
+			ctx := context.Background()
+			const vt = 300 * time.Millisecond
+			running := make(chan struct{})
+			finish := make(chan struct{})
+			var runs atomic.Int32
+			h := conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
+				if runs.Add(1) == 1 {
+					close(running)
+				}
+				<-finish
+				return ctx.Err()
+			})
+			if _, err := e.client.Enqueue(ctx, "long", nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			p, err := worker.NewPool(e.d, h, &worker.Config{Queue: "q", VisibilityTimeout: vt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop := start(t, p)
+			waitFor(t, "job running", 10*time.Second, running)
+			// Another consumer, fetching for 5 visibility timeouts, must get nothing.
+			c, err := e.d.Open(ctx, "q", &broker.ConsumerOptions{VisibilityTimeout: vt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fctx, cancel := context.WithTimeout(ctx, 5*vt)
+			ds, err := c.Fetch(fctx, 1)
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("second consumer got %d jobs (err %v) while the first kept its lease", len(ds), err)
+			}
+			_ = c.Close(ctx)
+			close(finish)
+			stop()
+			if runs.Load() != 1 {
+				t.Fatalf("job ran %d times, want 1", runs.Load())
+			}
+			assertNoKeys(t, e)
+		})
+	}
+}
+
+// TestLeaseLostCancelsHandler: when the job's lease is taken away, the
+// heartbeat finds out, the handler's context ends with ErrLeaseLost and its
+// settle calls fail.
+func TestLeaseLostCancelsHandler(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 0) // list: the lease ZSET can be expired by hand
+	ctx := context.Background()
+	m, err := e.client.Enqueue(ctx, "victim", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := make(chan struct{})
+	result := make(chan error, 1)
+	h := conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
+		close(running)
+		<-ctx.Done()
+		cause := context.Cause(ctx)
+		ackErr := job.Ack(context.Background())
+		if !errors.Is(ackErr, conveyor.ErrLeaseLost) {
+			result <- fmt.Errorf("ack after lease loss: %v, want ErrLeaseLost", ackErr)
+		} else {
+			result <- cause
+		}
+		return nil
+	})
+	p, err := worker.NewPool(e.d, h, &worker.Config{Queue: "q", VisibilityTimeout: 600 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, p)
+	waitFor(t, "job running", 10*time.Second, running)
+	// Expire the lease and reap it, as another process's reaper would.
+	lease := keys.Queue(e.prefix, "q").Part("lease")
+	if err := e.rdb.ZAdd(ctx, lease, redis.Z{Score: 1, Member: m.ID}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.d.(*list.Driver).Reap(ctx, "q"); err != nil || n != 1 {
+		t.Fatalf("Reap = %d, %v; want 1 job requeued", n, err)
+	}
+	select {
+	case cause := <-result:
+		if !errors.Is(cause, conveyor.ErrLeaseLost) {
+			t.Fatalf("handler context cause = %v, want ErrLeaseLost", cause)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("handler not cancelled after its lease was lost")
+	}
+}
+
+func TestRedisUnreachableAtStart(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: time.Second})
+	defer rdb.Close()
+	for _, drv := range durable {
+		d := drv.new(t, rdb, "cvt-unreachable")
+		p, err := worker.NewPool(d, conveyor.HandlerFunc(func(context.Context, *conveyor.Job) error { return nil }), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = p.Run(ctx)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "unreachable") {
+			t.Fatalf("%s: Run = %v, want an error saying Redis is unreachable", drv.name, err)
+		}
+	}
+}

@@ -51,9 +51,10 @@ type task struct {
 	job    *conveyor.Job
 	cancel context.CancelCauseFunc
 	// mu serialises lease extensions of d (the heartbeat and Job.Extend) and
-	// guards released.
+	// guards released and returned.
 	mu       sync.Mutex
-	released bool
+	released bool // handed back to the queue by the pool
+	returned bool // the handler returned; the pool settles it
 }
 
 // NewPool returns a pool that runs h on the jobs of cfg.Queue.
@@ -301,7 +302,8 @@ func (p *Pool) drain(cancelHandlers context.CancelCauseFunc) {
 	var ds []*broker.Delivery
 	for d, t := range p.running {
 		t.mu.Lock()
-		if !t.job.Settled() && !t.released {
+		// A job whose handler returned is being settled; leave it be.
+		if !t.job.Settled() && !t.released && !t.returned {
 			t.released = true
 			ds = append(ds, d)
 		}
@@ -335,6 +337,7 @@ func (p *Pool) run(base context.Context, t *task) {
 	lost := errors.Is(context.Cause(ctx), broker.ErrLeaseLost)
 	cancel(nil)
 	t.mu.Lock()
+	t.returned = true
 	done := t.released || t.job.Settled()
 	t.mu.Unlock()
 	switch {

@@ -23,8 +23,7 @@ type Config struct {
 	// Defaults to 10000.
 	DiscardMax int
 	// ReapBatch bounds one step of recovery and promotion: how many expired
-	// leases, lease-less in-flight entries (an HSCAN COUNT hint) or due
-	// delayed messages one script call moves. Defaults to 100.
+	// leases or due delayed messages one script call moves. Defaults to 100.
 	ReapBatch int
 	// Logger receives warnings (an eviction policy that can lose leases,
 	// recovered messages). Defaults to a logger that discards everything.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -43,12 +42,6 @@ type consumer struct {
 	closed bool
 	done   chan struct{}
 	waits  sync.WaitGroup
-
-	// sweep state: the HSCAN cursor of the lease-less sweep and when the
-	// next step is due (unix ns). sweepMu lets one Fetch at a time sweep.
-	sweepMu     sync.Mutex
-	sweepCursor string
-	nextSweep   atomic.Int64
 }
 
 var _ broker.Consumer = (*consumer)(nil)
@@ -62,8 +55,7 @@ func newConsumer(d *Driver, queue string, vt time.Duration) *consumer {
 		fetchTail: [4]any{
 			vt.Milliseconds(), d.cfg.ReapBatch, d.cfg.ReapBatch, d.cfg.DiscardMax,
 		},
-		done:        make(chan struct{}),
-		sweepCursor: "0",
+		done: make(chan struct{}),
 	}
 }
 
@@ -87,7 +79,6 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		c.maybeSweep(ctx)
 		ds, hint, err := c.fetchOnce(ctx, max)
 		if err != nil {
 			if ctx.Err() != nil {

@@ -2,22 +2,50 @@
 // seed 001's LPUSH / RPOPLPUSH queue with a watcher, done with leases,
 // fencing tokens and atomic recovery.
 //
-// Each queue q has five keys (all <prefix>:{q}:..., one cluster slot):
+// Each queue q has four keys and a counter (all <prefix>:{q}:..., one cluster
+// slot):
 //
-//	ready         LIST  stored messages; Enqueue LPUSHes, Fetch RPOPs (FIFO)
-//	inflight      HASH  id -> stored message, deliveries incremented at fetch
-//	lease         ZSET  id, score = lease deadline (unix ms)
-//	delayed       ZSET  stored message, score = run-at (unix ms)
-//	dead          LIST  discard records, newest first, capped (dead_dropped counts the trimmed)
+//	ready         LIST    stored messages; Enqueue LPUSHes, Fetch RPOPs (FIFO)
+//	lease         ZSET    stored message in flight, score = lease deadline
+//	                      (unix ms)
+//	delayed       ZSET    stored message, score = run-at (unix ms)
+//	dead          LIST    discard records, newest first, capped
+//	dead_dropped  STRING  count of discard records the cap trimmed
 //
 // Every state change is one Lua script (lua/*.lua). Fetch leases a batch
 // in one call and, in the same call, promotes due delayed messages and hands
-// expired leases back to the front of the ready list. The delivery count
-// stored in the message is the fencing token: Ack, Retry, Release, Discard
-// and Extend compare it with the delivery's Token in the same script, so a
-// consumer whose lease was reclaimed gets broker.ErrLeaseLost and changes
-// nothing. An idle Fetch blocks in Redis (BLMOVE of the ready list onto
-// itself, which moves nothing) instead of polling.
+// expired leases back to the front of the ready list. MaxLen counts ready,
+// delayed and lease together.
+//
+// The lease ZSET is the in-flight structure; there is no other. Its member
+// is the whole stored message, and that string is the Delivery's Receipt;
+// its Token is the delivery count in the message's header. A waiting
+// message carries the count its next delivery will have (1 when enqueued),
+// and every way back to the queue (reclaim, retry, release) increments it,
+// so fetch leases each message exactly as it pops it, without rewriting it
+// (a rewrite there cost 13% of the Redis instructions per job). Ack,
+// Retry, Release, Discard and Extend name the member, so fencing is exact:
+// a message that was reclaimed and fetched again is a different member (a
+// higher count), and a consumer still holding the old delivery finds
+// nothing, gets broker.ErrLeaseLost and changes nothing.
+//
+// The members are longer than Redis's zset-max-listpack-value (64 bytes)
+// for all but tiny messages, so the ZSET is a skiplist with a hash table:
+// adding and finding a lease cost O(log n) and O(1), not a scan. An
+// in-flight entry without a lease cannot exist: the lease ZSET is the
+// in-flight structure, so asynq #1144 (a job stuck in flight after its lease
+// was lost) cannot happen.
+//
+// One corner follows from this: two copies of one message with the same
+// bytes and the same delivery count (a producer enqueued the same ID and
+// content twice, EnqueuedAt included) are one lease member. Fetch leases
+// them once when they come in one batch; fetched in two batches they share
+// the member, so the first to settle wins and the other gets
+// broker.ErrLeaseLost. Either way the job ran at least once, which is all
+// at-least-once promises for a duplicate.
+//
+// An idle Fetch blocks in Redis (BLMOVE of the ready list onto itself,
+// which moves nothing) instead of polling.
 //
 //	d, err := list.New(rdb, &list.Config{Prefix: "app"})
 //	if err != nil {

@@ -78,7 +78,7 @@ func (d *Driver) keys(queue string) *queueKeys {
 // queueKeys holds the keys of one queue, and the KEYS list of each script,
 // built once (go-redis copies them into each command).
 type queueKeys struct {
-	ready, inflight, lease, delayed, dead, dropped string
+	ready, lease, delayed, dead, dropped string
 
 	enqueue, fetch, ack, retry, release, discard, extend, reap []string
 }
@@ -87,20 +87,19 @@ type queueKeys struct {
 func newQueueKeys(prefix, queue string) *queueKeys {
 	q := keys.Queue(prefix, queue)
 	k := &queueKeys{
-		ready:    q.Part("ready"),
-		inflight: q.Part("inflight"),
-		lease:    q.Part("lease"),
-		delayed:  q.Part("delayed"),
-		dead:     q.Part("dead"),
-		dropped:  q.Part("dead_dropped"),
+		ready:   q.Part("ready"),
+		lease:   q.Part("lease"),
+		delayed: q.Part("delayed"),
+		dead:    q.Part("dead"),
+		dropped: q.Part("dead_dropped"),
 	}
-	k.enqueue = []string{k.ready, k.delayed, k.inflight}
-	k.fetch = []string{k.ready, k.inflight, k.lease, k.delayed, k.dead, k.dropped}
-	k.ack = []string{k.inflight, k.lease}
-	k.retry = []string{k.ready, k.inflight, k.lease, k.delayed}
-	k.release = []string{k.ready, k.inflight, k.lease}
-	k.discard = []string{k.inflight, k.lease, k.dead, k.dropped}
-	k.extend = []string{k.inflight, k.lease}
-	k.reap = []string{k.ready, k.inflight, k.lease}
+	k.enqueue = []string{k.ready, k.delayed, k.lease}
+	k.fetch = []string{k.ready, k.lease, k.delayed, k.dead, k.dropped}
+	k.ack = []string{k.lease}
+	k.retry = []string{k.ready, k.lease, k.delayed}
+	k.release = []string{k.ready, k.lease}
+	k.discard = []string{k.lease, k.dead, k.dropped}
+	k.extend = []string{k.lease}
+	k.reap = []string{k.ready, k.lease}
 	return k
 }

@@ -98,7 +98,9 @@ func (d *Driver) enqueueMany(ctx context.Context, msgs []*broker.Message, now ti
 }
 
 // enqueueArgs builds enqueue.lua's ARGV: the cap, then run-at and the
-// stored form of each message.
+// stored form of each message, with deliveries 1: a waiting message carries
+// the count of its next delivery, so that fetch leases it as it is
+// (lua/lib.lua says why).
 func (d *Driver) enqueueArgs(msgs []*broker.Message, now time.Time) []any {
 	args := make([]any, 1, 1+2*len(msgs))
 	args[0] = d.cfg.MaxLen
@@ -112,9 +114,9 @@ func (d *Driver) enqueueArgs(msgs []*broker.Message, now time.Time) []any {
 			// Stamp a copy: the caller's message is left as it was.
 			c := *m
 			c.EnqueuedAt = now
-			enc = codec.Encode(&c, 0)
+			enc = codec.Encode(&c, 1)
 		} else {
-			enc = codec.Encode(m, 0)
+			enc = codec.Encode(m, 1)
 		}
 		args = append(args, at, enc)
 	}

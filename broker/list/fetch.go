@@ -20,15 +20,19 @@ func (c *consumer) fetchOnce(ctx context.Context, max int) ([]*broker.Delivery, 
 		return nil, 0, err
 	}
 	reply, ok := v.([]any)
-	if !ok || len(reply) < 2 {
+	if !ok || len(reply) < 3 {
 		return nil, 0, fmt.Errorf("fetch.lua replied %T", v)
 	}
 	deadlineMs, ok1 := reply[0].(int64)
 	hintMs, ok2 := reply[1].(int64)
-	if !ok1 || !ok2 {
-		return nil, 0, fmt.Errorf("fetch.lua replied %T, %T", reply[0], reply[1])
+	reclaimed, ok3 := reply[2].(int64)
+	if !ok1 || !ok2 || !ok3 {
+		return nil, 0, fmt.Errorf("fetch.lua replied %T, %T, %T", reply[0], reply[1], reply[2])
 	}
-	vals := reply[2:]
+	if reclaimed > 0 {
+		c.d.log.InfoContext(ctx, "list: requeued messages whose lease ran out", "queue", c.queue, "count", reclaimed)
+	}
+	vals := reply[3:]
 	if len(vals) == 0 {
 		hint := time.Duration(-1)
 		if hintMs >= 0 {
@@ -49,7 +53,9 @@ func (c *consumer) fetchOnce(ctx context.Context, max int) ([]*broker.Delivery, 
 			continue
 		}
 		d.Queue = c.queue
-		d.Receipt = d.ID
+		// The stored value is the delivery's member of the lease ZSET:
+		// settling names it. s is the reply's own string, kept, not copied.
+		d.Receipt = s
 		d.Token = strconv.Itoa(deliveries)
 		d.LeaseDeadline = deadline
 		out = append(out, d)
@@ -77,7 +83,7 @@ func (c *consumer) discardUndecodable(ctx context.Context, s string, decodeErr e
 		return
 	}
 	reason := "conveyor: undecodable message: " + decodeErr.Error()
-	d := &broker.Delivery{Message: broker.Message{ID: h.ID, Queue: c.queue}, Receipt: h.ID, Token: strconv.Itoa(h.Deliveries)}
+	d := &broker.Delivery{Message: broker.Message{ID: h.ID, Queue: c.queue}, Receipt: s, Token: strconv.Itoa(h.Deliveries)}
 	if err := c.Discard(ctx, d, reason); err != nil {
 		c.d.log.ErrorContext(ctx, "list: cannot discard an undecodable message", "queue", c.queue, "job_id", h.ID, "err", err)
 		return

@@ -42,8 +42,8 @@ func TestRoundTripFIFOAndKeysGone(t *testing.T) {
 		d.Timeout != 1500*time.Millisecond || !d.EnqueuedAt.Equal(enq) || d.Attempt != 0 || d.Recoveries != 0 {
 		t.Fatalf("fetched message differs from the enqueued one: %+v", d.Message)
 	}
-	if d.Receipt != "a" || d.Token != "1" {
-		t.Fatalf("receipt %q token %q, want a and 1", d.Receipt, d.Token)
+	if h, _, err := codec.ParseHeader([]byte(d.Receipt)); err != nil || h.ID != "a" || h.Deliveries != 1 || d.Token != "1" {
+		t.Fatalf("receipt %q (%+v, %v) token %q, want a's stored value with deliveries 1, token 1", d.Receipt, h, err, d.Token)
 	}
 	// Redis and this process share a clock here; allow 2s of slack.
 	if lo, hi := before.Add(28*time.Second), time.Now().Add(32*time.Second); d.LeaseDeadline.Before(lo) || d.LeaseDeadline.After(hi) {
@@ -52,8 +52,8 @@ func TestRoundTripFIFOAndKeysGone(t *testing.T) {
 	if ds[1].EnqueuedAt.IsZero() {
 		t.Fatal("Enqueue did not stamp EnqueuedAt on a message without one")
 	}
-	if n, _ := e.c.HLen(ctx, e.key("q", "inflight")).Result(); n != 3 {
-		t.Fatalf("in-flight entries: %d, want 3", n)
+	if n, _ := e.c.ZCard(ctx, e.key("q", "lease")).Result(); n != 3 {
+		t.Fatalf("leases: %d, want 3", n)
 	}
 	if err := c.Ack(ctx, ds...); err != nil {
 		t.Fatalf("ack: %v", err)
@@ -77,7 +77,7 @@ func TestBatchAckReportsOnlyTheLost(t *testing.T) {
 	if !errors.Is(err, broker.ErrLeaseLost) || !errors.As(err, &de) || de.Delivery != &lost {
 		t.Fatalf("ack: %v, want one ErrLeaseLost for b", err)
 	}
-	if n, _ := e.c.HLen(ctx, e.key("q", "inflight")).Result(); n != 1 {
+	if n, _ := e.c.ZCard(ctx, e.key("q", "lease")).Result(); n != 1 {
 		t.Fatalf("in flight after a partial ack: %d, want 1 (b)", n)
 	}
 }
@@ -230,7 +230,7 @@ func TestDiscardKeepsARecordAndCapsTheList(t *testing.T) {
 	if rec.Reason != "reason 2" || m.ID != "c" || string(m.Payload) != "payload of c" || rec.At.Before(before) {
 		t.Fatalf("newest record: reason %q id %q payload %q at %v", rec.Reason, m.ID, m.Payload, rec.At)
 	}
-	if n, _ := e.c.HLen(ctx, e.key("q", "inflight")).Result(); n != 0 {
+	if n, _ := e.c.ZCard(ctx, e.key("q", "lease")).Result(); n != 0 {
 		t.Fatalf("in flight after discard: %d", n)
 	}
 }
@@ -284,5 +284,24 @@ func TestCheckUnreachable(t *testing.T) {
 	err = d.Check(context.Background())
 	if err == nil || !strings.HasPrefix(err.Error(), "list: redis unreachable: ") {
 		t.Fatalf("check: %v, want list: redis unreachable: ...", err)
+	}
+}
+
+// TestTokenCountsEveryDelivery: each fetch of a message gets the next
+// delivery count as its token, past the counts fetch.lua has spelled out.
+func TestTokenCountsEveryDelivery(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	e.enqueue(msg("q", "a"))
+	c := e.open("q", time.Minute)
+	for want := 1; want <= 12; want++ {
+		d := fetch(t, c, 1)[0]
+		if d.Token != strconv.Itoa(want) {
+			t.Fatalf("delivery %d has token %s", want, d.Token)
+		}
+		if err := c.Release(ctx, d); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/broker/list"
+	"github.com/conveyorq/conveyor/internal/codec"
 	"github.com/conveyorq/conveyor/internal/redistest"
 )
 
@@ -30,6 +31,13 @@ func TestStaleTokenAfterReapIsLeaseLost(t *testing.T) {
 	// message was delivered again since.
 	if err := c.Ack(ctx, stale); !errors.Is(err, broker.ErrLeaseLost) {
 		t.Fatalf("ack of a reclaimed delivery: %v, want ErrLeaseLost", err)
+	}
+	// An extension cannot bring a reclaimed lease back.
+	if err := c.Extend(ctx, time.Minute, stale); !errors.Is(err, broker.ErrLeaseLost) {
+		t.Fatalf("extend of a reclaimed delivery: %v, want ErrLeaseLost", err)
+	}
+	if n, err := e.c.ZCard(ctx, e.key("q", "lease")).Result(); err != nil || n != 0 {
+		t.Fatalf("leases after a stale extend: %d (%v), want 0", n, err)
 	}
 	fresh := fetch(t, c, 1)[0]
 	if fresh.ID != "a" || fresh.Recoveries != 1 || fresh.Attempt != 0 || fresh.Token == stale.Token {
@@ -112,98 +120,109 @@ func TestConcurrentReapersMoveEachJobOnce(t *testing.T) {
 	}
 }
 
-func TestSweepRequeuesInFlightWithoutLease(t *testing.T) {
+// TestLeaseIsTheInFlightCopy: a leased message lives in one place, the
+// lease ZSET, as the very string the delivery holds as its receipt, scored
+// by its deadline; typical messages keep that ZSET out of the listpack
+// encoding, whose every ZADD is a scan.
+func TestLeaseIsTheInFlightCopy(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
-	e.enqueue(msg("q", "a"), msg("q", "b"))
-	c := e.open("q", time.Minute)
-	ds := fetchN(t, c, 2)
-	// As if eviction or a failover lost a's lease but not its in-flight entry.
-	if err := e.c.ZRem(ctx, e.key("q", "lease"), "a").Err(); err != nil {
-		t.Fatal(err)
-	}
-	n, err := e.d.Reap(ctx, "q")
-	if err != nil || n != 1 {
-		t.Fatalf("reap: %d, %v; want 1", n, err)
-	}
-	again := fetch(t, c, 10)
-	if len(again) != 1 || again[0].ID != "a" || again[0].Recoveries != 1 {
-		t.Fatalf("after the sweep fetched %v, want a with one recovery", ids(again))
-	}
-	if err := c.Ack(ctx, ds[0]); !errors.Is(err, broker.ErrLeaseLost) {
-		t.Fatalf("ack of the swept delivery: %v, want ErrLeaseLost", err)
-	}
-	if err := c.Ack(ctx, ds[1], again[0]); err != nil {
-		t.Fatalf("ack: %v", err)
-	}
-	if n, err := e.d.Reap(ctx, "q"); err != nil || n != 0 {
-		t.Fatalf("second reap: %d, %v; want 0", n, err)
-	}
-}
-
-func TestConsumerSweepsOnItsOwn(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, nil)
-	ctx := context.Background()
-	e.enqueue(msg("q", "a"))
-	// A consumer that died holding a; its lease was then lost.
-	dead := e.open("q", time.Minute)
-	fetch(t, dead, 1)
-	if err := e.c.ZRem(ctx, e.key("q", "lease"), "a").Err(); err != nil {
-		t.Fatal(err)
-	}
-	// A new consumer's first Fetch sweeps, without anyone calling Reap.
-	c := e.open("q", time.Minute)
-	ds := fetch(t, c, 1)
-	if ds[0].ID != "a" || ds[0].Recoveries != 1 {
-		t.Fatalf("fetched %s with %d recoveries, want a with 1", ds[0].ID, ds[0].Recoveries)
-	}
-}
-
-func TestExtendRestoresAMissingLease(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, nil)
-	ctx := context.Background()
-	e.enqueue(msg("q", "a"))
+	m := msg("q", "a")
+	m.Payload = make([]byte, 100)
+	e.enqueue(m)
 	c := e.open("q", time.Minute)
 	d := fetch(t, c, 1)[0]
-	old := d.LeaseDeadline
-	if err := e.c.ZRem(ctx, e.key("q", "lease"), "a").Err(); err != nil {
+	zs, err := e.c.ZRangeWithScores(ctx, e.key("q", "lease"), 0, -1).Result()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Extend(ctx, 10*time.Minute, d); err != nil {
-		t.Fatalf("extend: %v", err)
+	if len(zs) != 1 || zs[0].Member != d.Receipt || int64(zs[0].Score) != d.LeaseDeadline.UnixMilli() {
+		t.Fatalf("lease ZSET %v, want one member, the receipt, scored %d", zs, d.LeaseDeadline.UnixMilli())
 	}
-	if !d.LeaseDeadline.After(old.Add(8 * time.Minute)) {
-		t.Fatalf("lease deadline %v not moved ~10min past %v", d.LeaseDeadline, old)
+	var stored broker.Message
+	n, err := codec.Decode([]byte(d.Receipt), &stored)
+	if err != nil || n != 1 || stored.ID != "a" || len(stored.Payload) != 100 {
+		t.Fatalf("lease member decodes to %+v with %d deliveries (%v), want a with 1", stored, n, err)
 	}
-	score, err := e.c.ZScore(ctx, e.key("q", "lease"), "a").Result()
-	if err != nil || int64(score) != d.LeaseDeadline.UnixMilli() {
-		t.Fatalf("lease score %v (%v), want %d", score, err, d.LeaseDeadline.UnixMilli())
+	if ks := redistest.Keys(t, e.c, e.prefix); !slices.Equal(ks, []string{e.key("q", "lease")}) {
+		t.Fatalf("keys while one message is in flight: %v, want only the lease ZSET", ks)
 	}
-	if n, err := e.d.Reap(ctx, "q"); err != nil || n != 0 {
-		t.Fatalf("reap after extend: %d, %v; want 0", n, err)
+	if enc, err := e.c.ObjectEncoding(ctx, e.key("q", "lease")).Result(); err != nil || enc != "skiplist" {
+		t.Fatalf("lease ZSET encoding %q (%v), want skiplist", enc, err)
 	}
 }
 
-func TestDuplicateLiveIDIsNotLeasedTwice(t *testing.T) {
+// TestReusedLiveIDIsLeasedApart: a producer that reuses the ID of a message
+// in flight gets a second message with its own lease; each settles alone.
+func TestReusedLiveIDIsLeasedApart(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	e.enqueue(msg("q", "a"))
 	c := e.open("q", time.Minute)
 	first := fetch(t, c, 1)[0]
-	e.enqueue(msg("q", "a"), msg("q", "b"))
-	ds := fetch(t, c, 10)
-	if got := ids(ds); !slices.Equal(got, []string{"b"}) {
-		t.Fatalf("fetched %v, want [b] (the second a is discarded)", got)
-	}
-	if n, _ := e.c.LLen(ctx, e.key("q", "dead")).Result(); n != 1 {
-		t.Fatalf("dead holds %d, want 1", n)
+	second := msg("q", "a")
+	second.Payload = []byte("another payload")
+	e.enqueue(second)
+	d := fetch(t, c, 10)
+	if len(d) != 1 || d[0].ID != "a" || string(d[0].Payload) != "another payload" || d[0].Receipt == first.Receipt {
+		t.Fatalf("fetched %v, want the second a with a receipt of its own", ids(d))
 	}
 	if err := c.Ack(ctx, first); err != nil {
-		t.Fatalf("the first a lost its in-flight entry: %v", err)
+		t.Fatalf("ack of the first a: %v", err)
+	}
+	if err := c.Retry(ctx, d[0], time.Time{}); err != nil {
+		t.Fatalf("retry of the second a after the first was acked: %v", err)
+	}
+	if again := fetch(t, c, 10); len(again) != 1 || string(again[0].Payload) != "another payload" || again[0].Attempt != 1 {
+		t.Fatalf("after retry fetched %v, want the second a at attempt 1", ids(again))
+	}
+}
+
+// TestIdenticalCopiesShareALease pins down the corner doc.go states: two
+// byte-identical copies of a message are one lease member, leased once when
+// fetched together, and settled once when fetched apart.
+func TestIdenticalCopiesShareALease(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	same := func() *broker.Message {
+		m := msg("q", "a")
+		m.EnqueuedAt = time.UnixMilli(1_700_000_000_000)
+		return m
+	}
+	c := e.open("q", time.Minute)
+
+	// Together: one delivery, and nothing left behind once it is acked.
+	e.enqueue(same(), msg("q", "b"), same())
+	ds := fetch(t, c, 10)
+	if got := ids(ds); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("fetched %v, want [a b]: identical copies in one batch lease once", got)
+	}
+	if err := c.Ack(ctx, ds...); err != nil {
+		t.Fatal(err)
+	}
+	if ks := redistest.Keys(t, e.c, e.prefix); len(ks) != 0 {
+		t.Fatalf("keys left: %v", ks)
+	}
+
+	// Apart: two deliveries of one member; the first settle takes it.
+	e.enqueue(same())
+	first := fetch(t, c, 1)[0]
+	e.enqueue(same())
+	second := fetch(t, c, 1)[0]
+	if first.Receipt != second.Receipt {
+		t.Fatal("identical copies fetched apart have different receipts")
+	}
+	if err := c.Ack(ctx, first); err != nil {
+		t.Fatalf("ack of the first copy: %v", err)
+	}
+	if err := c.Ack(ctx, second); !errors.Is(err, broker.ErrLeaseLost) {
+		t.Fatalf("ack of the second copy: %v, want ErrLeaseLost", err)
+	}
+	if ks := redistest.Keys(t, e.c, e.prefix); len(ks) != 0 {
+		t.Fatalf("keys left: %v", ks)
 	}
 }
 

@@ -28,8 +28,7 @@ func (c *consumer) Release(ctx context.Context, ds ...*broker.Delivery) error {
 
 // Extend pushes the lease deadline of each delivery to now + ttl (Redis
 // time) and updates LeaseDeadline of those it extended. A delivery whose
-// lease entry went missing (eviction, failover) while its in-flight entry
-// survived gets its lease back.
+// lease is gone fails with broker.ErrLeaseLost; Extend never recreates one.
 func (c *consumer) Extend(ctx context.Context, ttl time.Duration, ds ...*broker.Delivery) error {
 	if ttl < time.Millisecond {
 		return fmt.Errorf("list: extend: ttl %v is under 1ms", ttl)
@@ -86,8 +85,9 @@ func (c *consumer) checkDelivery(d *broker.Delivery) error {
 	return nil
 }
 
-// settleOne runs a single-delivery script whose ARGV is id, token, extra...
-// and whose reply is a status.
+// settleOne runs a single-delivery script whose ARGV is receipt (the stored
+// value, the delivery's lease member), token, extra... and whose reply is a
+// status.
 func (c *consumer) settleOne(ctx context.Context, op string, s *script.Script, keys []string, d *broker.Delivery, extra ...any) error {
 	if err := c.checkDelivery(d); err != nil {
 		return &broker.DeliveryError{Delivery: d, Err: fmt.Errorf("list: %s: %w", op, err)}
@@ -106,8 +106,8 @@ func (c *consumer) settleOne(ctx context.Context, op string, s *script.Script, k
 	return nil
 }
 
-// settleBatch runs a batch script whose ARGV is head... then (id, token)
-// pairs, and whose reply lists the pairs that failed as {k, status, ...},
+// settleBatch runs a batch script whose ARGV is head... then (receipt,
+// token) pairs, and whose reply lists the pairs that failed as {k, status, ...},
 // after one leading integer when head is not empty (extend's deadline,
 // returned). The error is nil or a *multierror.Error of
 // *broker.DeliveryError.

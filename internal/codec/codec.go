@@ -7,8 +7,10 @@
 //
 //	1,<deliveries>,<attempt>,<recoveries>,<len(id)>:<id><body>
 //
-// deliveries counts fetches and is the list driver's fencing token; attempt
-// and recoveries are broker.Message's counters. body is binary: uvarint
+// deliveries is the list driver's fencing token: the number of the
+// message's next (or, while leased, current) delivery; the list driver's
+// scripts add one whenever a message goes back to its queue. attempt and
+// recoveries are broker.Message's counters. body is binary: uvarint
 // lengths and values, see appendBody. Nothing in the body is read by Lua.
 package codec
 

@@ -4,9 +4,10 @@
 --
 -- KEYS[1] <prefix>:{<queue>}:ready     LIST of stored messages
 -- KEYS[2] <prefix>:{<queue>}:delayed   ZSET stored message, score = run-at (unix ms)
--- KEYS[3] <prefix>:{<queue>}:inflight  HASH id -> stored message (counted for the cap)
+-- KEYS[3] <prefix>:{<queue>}:lease     ZSET stored message in flight (counted for the cap)
 -- ARGV[1] max messages the queue may hold (ready + delayed + in flight); 0: no cap
 -- ARGV[2k], ARGV[2k+1] for k >= 1: run-at (unix ms; 0: now), stored message
+--   (deliveries 1: the count of its first delivery, see lib.lua)
 -- Reply: the number of messages stored. Error "CONVEYOR QUEUE_FULL <detail>"
 -- when the batch would take the queue past its cap; nothing is stored then.
 
@@ -15,7 +16,7 @@ local cap = tonumber(ARGV[1])
 local n = (#ARGV - 1) / 2
 
 if cap > 0 then
-  local size = redis.call('LLEN', ready) + redis.call('ZCARD', delayed) + redis.call('HLEN', KEYS[3])
+  local size = redis.call('LLEN', ready) + redis.call('ZCARD', delayed) + redis.call('ZCARD', KEYS[3])
   if size + n > cap then
     return redis.error_reply('CONVEYOR QUEUE_FULL ' .. size .. ' held + ' .. n .. ' new > ' .. cap)
   end
@@ -29,7 +30,7 @@ for i = 2, #ARGV, 2 do
     now = now or now_ms()
   end
   if at > 0 and at > now then
-    later[#later + 1] = at
+    later[#later + 1] = ARGV[i] -- as sent: a number would be formatted again
     later[#later + 1] = ARGV[i + 1]
   else
     push[#push + 1] = ARGV[i + 1]

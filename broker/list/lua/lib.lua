@@ -5,16 +5,21 @@
 --
 -- A stored message is "1,<deliveries>,<attempt>,<recoveries>,<len(id)>:<id><body>"
 -- (internal/codec). Scripts read and rewrite the header with string patterns
--- only, so they run on miniredis (gopher-lua) too. deliveries is the fencing
--- token: fetch increments it, and every settle compares it with the token
--- the consumer holds.
+-- only, so they run on miniredis (gopher-lua) too.
+--
+-- deliveries is the fencing token. A message waiting in ready or delayed
+-- carries the count its next delivery will have (Enqueue stores 1), and
+-- every script that hands a leased message back (reclaim, retry, release)
+-- increments it. So fetch leases each value exactly as it pops it, with no
+-- rewrite, and still each delivery of a message is a different string: the
+-- delivery's member of the lease ZSET.
 --
 -- KEYS, ARGV, reply: none of its own; see each script.
 
 local HEADER = '^1,(%d+),(%d+),(%d+),(%d+):'
 -- The hot paths read only what they need: fewer captures, fewer strings.
-local TOKEN = '^1,(%d+),'                    -- deliveries
-local LEASE = '^1,(%d+),%d+,%d+,(%d+):()'    -- deliveries, len(id), where id starts
+local TOKEN = '^1,(%d+),'                   -- deliveries
+local VALID = '^1,%d+,%d+,%d+,%d+:'         -- a whole header, no captures
 local CHUNK = 1000 -- arguments per redis.call; even, so pairs never split
 
 -- now_ms is the server's time in unix milliseconds: one clock for every
@@ -36,41 +41,23 @@ local function parse(v)
   return d, a, r, string.sub(v, e + 1, e + idlen), string.sub(v, e - #n)
 end
 
--- bump returns v with deliveries+1 and its id; nil when v is not a stored
--- message.
-local function bump(v)
-  local d, n, p = string.match(v, LEASE)
-  if not d then
-    return nil
-  end
-  return '1,' .. (d + 1) .. string.sub(v, 3 + #d), string.sub(v, p, p + n - 1)
-end
-
 -- build joins a header and a tail from parse. Counters may be numbers:
 -- Lua prints integers below 1e14 without exponent or fraction.
 local function build(d, a, r, tail)
   return '1,' .. d .. ',' .. a .. ',' .. r .. ',' .. tail
 end
 
--- bulk runs cmd on key with the flat argument list a, CHUNK at a time, so a
--- big batch neither overflows unpack nor makes one command per item.
-local function bulk(cmd, key, a)
+-- bulk runs cmd on key (then opt, when given) with the flat argument list a,
+-- CHUNK at a time, so a big batch neither overflows unpack nor makes one
+-- command per item.
+local function bulk(cmd, key, a, opt)
   for i = 1, #a, CHUNK do
-    redis.call(cmd, key, unpack(a, i, math.min(i + CHUNK - 1, #a)))
-  end
-end
-
--- hmget returns the values of fields ids of hash key (false when absent),
--- CHUNK fields per HMGET.
-local function hmget(key, ids)
-  local out = {}
-  for i = 1, #ids, CHUNK do
-    local vs = redis.call('HMGET', key, unpack(ids, i, math.min(i + CHUNK - 1, #ids)))
-    for j = 1, #vs do
-      out[#out + 1] = vs[j]
+    if opt then
+      redis.call(cmd, key, opt, unpack(a, i, math.min(i + CHUNK - 1, #a)))
+    else
+      redis.call(cmd, key, unpack(a, i, math.min(i + CHUNK - 1, #a)))
     end
   end
-  return out
 end
 
 -- discard keeps v in the discard list as a record
@@ -85,64 +72,82 @@ local function discard(dead, dropped, max, now, reason, v)
   end
 end
 
--- requeue hands the in-flight messages ids (with their stored values vs) back
--- to the FRONT of ready, counting a recovery, and forgets their in-flight
--- entries. The first of ids is fetched next. Returns how many moved.
-local function requeue(ready, inflight, ids, vs)
-  local back, gone = {}, {}
-  for i = #ids, 1, -1 do
-    local v = vs[i]
-    if v then
-      local d, a, r, _, tail = parse(v)
-      if d then
-        v = build(d, a, tonumber(r) + 1, tail)
-      end
-      -- a malformed value goes back as it is: fetch moves it to the
-      -- discard list, where an operator can see it.
-      back[#back + 1] = v
-      gone[#gone + 1] = ids[i]
-    end
-  end
-  bulk('HDEL', inflight, gone)
-  bulk('RPUSH', ready, back)
-  return #back
-end
-
--- reclaim requeues up to limit messages whose lease ran out by now. The
--- lease ZSET is read and changed in this one script, so two reapers running
--- at once can never move one message twice.
-local function reclaim(ready, inflight, lease, now, limit)
-  local ids = redis.call('ZRANGEBYSCORE', lease, '-inf', now, 'LIMIT', 0, limit)
-  if #ids == 0 then
+-- reclaim hands up to limit messages whose lease ran out by now back to the
+-- FRONT of ready, earliest deadline first, counting a recovery (and
+-- deliveries+1 for the next delivery), and returns how many moved. The lease
+-- ZSET is read and changed in this one script, so two reapers running at
+-- once can never move one message twice.
+local function reclaim(ready, lease, now, limit)
+  local vs = redis.call('ZRANGEBYSCORE', lease, '-inf', now, 'LIMIT', 0, limit)
+  if #vs == 0 then
     return 0
   end
-  bulk('ZREM', lease, ids)
-  return requeue(ready, inflight, ids, hmget(inflight, ids))
+  bulk('ZREM', lease, vs)
+  -- RPUSH the last first, so the first of vs is fetched next.
+  local back = {}
+  for i = #vs, 1, -1 do
+    local v = vs[i]
+    local d, a, r, _, tail = parse(v)
+    if d then
+      v = build(d + 1, a, r + 1, tail)
+    end
+    -- fetch leases only values that parse, so v is one unless someone
+    -- wrote the lease ZSET by hand; then it goes back as it is, and fetch
+    -- moves it to the discard list, where an operator can see it.
+    back[#back + 1] = v
+  end
+  bulk('RPUSH', ready, back)
+  return #vs
 end
 
--- settle_check compares the token of each (id, token) pair in ARGV from
--- index first with the deliveries of the in-flight entry. It returns the ids
--- and values that match, their ARGV pair numbers, and the reply list
--- {pair number, 'LEASE_LOST', ...} of those that do not.
-local function settle_check(inflight, first)
-  local ids = {}
+-- settle_check looks up each (value, token) pair in ARGV from index first:
+-- it holds its lease while the value is a member of the lease ZSET (the
+-- member is the stored message with this delivery's count, so a reclaimed
+-- and re-fetched message is another member) and the token is that count.
+-- It returns the values that hold and the reply list
+-- {pair number, 'LEASE_LOST', ...} of those that do not. It changes
+-- nothing: for extend, which keeps the leases.
+local function settle_check(lease, first)
+  local vs = {}
   for i = first, #ARGV, 2 do
-    ids[#ids + 1] = ARGV[i]
+    vs[#vs + 1] = ARGV[i]
   end
-  local vs = hmget(inflight, ids)
-  local okids, okvs, okidx, lost = {}, {}, {}, {}
-  for j = 1, #ids do
-    local v = vs[j]
-    local d = v and string.match(v, TOKEN)
-    if d and d == ARGV[first + 2 * j - 1] then
-      okids[#okids + 1] = ids[j]
-      okvs[#okvs + 1] = v
-      okidx[#okidx + 1] = j
+  local oks, lost = {}, {}
+  for i = 1, #vs, CHUNK do
+    local hi = math.min(i + CHUNK - 1, #vs)
+    local scores = redis.call('ZMSCORE', lease, unpack(vs, i, hi))
+    for j = i, hi do
+      local v = vs[j]
+      if scores[j - i + 1] and string.match(v, TOKEN) == ARGV[first + 2 * j - 1] then
+        oks[#oks + 1] = v
+      else
+        lost[#lost + 1] = j
+        lost[#lost + 1] = 'LEASE_LOST'
+      end
+    end
+  end
+  return oks, lost
+end
+
+-- take ends the lease of each (value, token) pair in ARGV from index first
+-- that still holds it (as settle_check tells). One ZREM per member is the
+-- check and the removal in one command, with an integer reply: cheaper than
+-- ZMSCORE then ZREM, as Redis 7.0 formats every ZMSCORE score with printf.
+-- It returns the values taken and the reply list
+-- {pair number, 'LEASE_LOST', ...} of the others (a value named twice is
+-- taken once, then reported lost).
+local function take(lease, first)
+  local oks, lost = {}, {}
+  local k = 0
+  for i = first, #ARGV, 2 do
+    k = k + 1
+    local v = ARGV[i]
+    if string.match(v, TOKEN) == ARGV[i + 1] and redis.call('ZREM', lease, v) == 1 then
+      oks[#oks + 1] = v
     else
-      lost[#lost + 1] = j
+      lost[#lost + 1] = k
       lost[#lost + 1] = 'LEASE_LOST'
     end
   end
-  return okids, okvs, okidx, lost
+  return oks, lost
 end
-

@@ -8,3 +8,6 @@ func ConsumerName(c broker.Consumer) string { return c.(*consumer).name }
 // SetBlockHook makes c call f just before each blocking read. Set it before
 // the first Fetch.
 func SetBlockHook(c broker.Consumer, f func()) { c.(*consumer).blockHook = f }
+
+// CompareIDs compares two stream entry IDs as Redis orders them.
+func CompareIDs(a, b string) int { return compareIDs(a, b) }

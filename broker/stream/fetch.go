@@ -13,16 +13,20 @@ import (
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/codec"
+	"github.com/conveyorq/conveyor/internal/script"
 )
 
 // Fetch returns between 1 and max deliveries (max is capped at 1000).
 //
-// Each round runs fetch.lua once (promote due delayed messages, take over
-// expired leases, read new entries). When that finds nothing, Fetch blocks
-// in XREADGROUP ... BLOCK for at most PollInterval, or until the next
-// delayed message is due, and tries again; when the stream does not exist
-// yet it blocks on the stream's creation instead. An idle consumer so sends
-// about two commands per PollInterval.
+// Each round is one round trip. A round that takes over expired leases (an
+// XAUTOCLAIM pass starts at most once per PollInterval and runs until done)
+// runs all of fetch.lua: promote due delayed messages, reclaim, read new
+// entries. Other rounds run fetch.lua only to promote, with a plain
+// XREADGROUP for new entries pipelined behind it (see readNew). When a round
+// finds nothing, Fetch blocks in XREADGROUP ... BLOCK for at most
+// PollInterval, or until the next delayed message is due, and tries again;
+// when the stream does not exist yet it blocks on the stream's creation
+// instead. An idle consumer so sends about two commands per PollInterval.
 //
 // The blocking read runs in a goroutine so that Fetch returns ctx.Err() as
 // soon as ctx is done (or broker.ErrClosed when the consumer is closed); if
@@ -97,6 +101,9 @@ func (c *consumer) fetchOnce(ctx context.Context, max int) (fetchResult, error) 
 	return r, err
 }
 
+// runFetch runs one non-blocking fetch round. A round that takes over
+// expired leases (an XAUTOCLAIM pass, at most once per PollInterval unless a
+// pass is under way) runs all of fetch.lua; any other round is readNew.
 func (c *consumer) runFetch(ctx context.Context, max int) (fetchResult, error) {
 	start := time.Now()
 	c.mu.Lock()
@@ -105,26 +112,20 @@ func (c *consumer) runFetch(ctx context.Context, max int) (fetchResult, error) {
 		cursor = c.cursor
 	}
 	c.mu.Unlock()
+	if cursor == "" {
+		return c.readNew(ctx, max, start)
+	}
 
 	v, err := fetchScript.Run(ctx, c.d.rdb, []string{c.keys.stream, c.keys.delayed},
 		c.d.cfg.Group, c.name, max, c.vtMS, cursor, promoteLimit)
 	if err != nil {
 		return fetchResult{}, err
 	}
-	reply, ok := v.([]any)
-	if !ok || len(reply) < 4 {
-		return fetchResult{}, fmt.Errorf("fetch.lua: unexpected reply %T", v)
+	res, next, rest, err := c.parseFetch(ctx, v)
+	if err != nil {
+		return fetchResult{}, err
 	}
-	next, _ := reply[0].(string)
-	nextDue, _ := reply[1].(int64)
-	noStream, _ := reply[2].(int64)
-	ndel, _ := reply[3].(int64)
-	rest := reply[4:]
-	if ndel < 0 || int(ndel) > len(rest) || (len(rest)-int(ndel))%3 != 0 {
-		return fetchResult{}, fmt.Errorf("fetch.lua: malformed reply")
-	}
-
-	if cursor != "" && next != "" {
+	if next != "" {
 		c.mu.Lock()
 		c.cursor = next
 		if next == "0-0" {
@@ -132,13 +133,9 @@ func (c *consumer) runFetch(ctx context.Context, max int) (fetchResult, error) {
 		}
 		c.mu.Unlock()
 	}
-	if ndel > 0 {
-		c.reportDeleted(ctx, rest[:ndel])
-	}
-	rest = rest[ndel:]
 
 	n := len(rest) / 3
-	res := fetchResult{read: n, nextDue: nextDue, noStream: noStream == 1}
+	res.read = n
 	if n == 0 {
 		return res, nil
 	}
@@ -163,6 +160,95 @@ func (c *consumer) runFetch(ctx context.Context, max int) (fetchResult, error) {
 		c.d.reclaimed.Add(reclaimed)
 	}
 	return res, nil
+}
+
+// readNew runs fetch.lua with max 0 (promote due delayed messages, report
+// the stream's existence and the next due time) and, in the same round trip,
+// reads new entries with XREADGROUP ... > outside Lua. Handing entries
+// through a script cost Redis about as much again as reading them
+// (converting the read's reply to Lua values and the script's reply back),
+// so new entries, the hot path, skip Lua. XREADGROUP is one atomic command:
+// an entry it returns is in this consumer's pending list, like one fetch.lua
+// reads.
+func (c *consumer) readNew(ctx context.Context, max int, start time.Time) (fetchResult, error) {
+	keys := []string{c.keys.stream, c.keys.delayed}
+	args := []any{c.d.cfg.Group, c.name, 0, c.vtMS, "", promoteLimit}
+	pipe := c.d.rdb.Pipeline()
+	sc := fetchScript.EvalSha(ctx, pipe, keys, args...)
+	rc := pipe.XReadGroup(ctx, &redis.XReadGroupArgs{
+		Group: c.d.cfg.Group, Consumer: c.name,
+		Streams: []string{c.keys.stream, ">"}, Count: int64(max), Block: -1, // -1: no BLOCK
+	})
+	_, _ = pipe.Exec(ctx) // errors are read per command below
+
+	var res fetchResult
+	v, serr := fetchScript.Result(sc)
+	if script.IsNoScript(sc.Err()) {
+		// The server lost or never had the script; the read did not need it.
+		v, serr = fetchScript.Run(ctx, c.d.rdb, keys, args...)
+	}
+	if serr == nil {
+		res, _, _, serr = c.parseFetch(ctx, v)
+	}
+
+	streams, rerr := rc.Result()
+	switch {
+	case errors.Is(rerr, redis.Nil):
+		rerr = nil
+	case rerr != nil && serr == nil && res.noStream && strings.HasPrefix(rerr.Error(), "NOGROUP"):
+		rerr = nil // no stream yet: Fetch blocks on its creation
+	}
+	var msgs []redis.XMessage
+	if rerr == nil {
+		for _, s := range streams {
+			msgs = append(msgs, s.Messages...)
+		}
+	}
+	if len(msgs) == 0 {
+		if serr != nil {
+			return fetchResult{}, serr
+		}
+		return res, rerr
+	}
+	if serr != nil {
+		// The entries are this consumer's now and must be delivered; the
+		// script's work (promotion) is retried on the next round.
+		c.d.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "stream: fetch: promoting delayed messages failed",
+			slog.String("queue", c.queue), slog.String("error", serr.Error()))
+	}
+	res = fetchResult{read: len(msgs), nextDue: -1}
+	deadline := start.Add(c.vt)
+	buf := make([]broker.Delivery, len(msgs))
+	res.ds = make([]*broker.Delivery, 0, len(msgs))
+	for i, m := range msgs {
+		body, _ := m.Values["m"].(string)
+		if c.decode(ctx, &buf[i], m.ID, 1, body, deadline) {
+			res.ds = append(res.ds, &buf[i])
+		}
+	}
+	return res, nil
+}
+
+// parseFetch parses fetch.lua's reply: the next XAUTOCLAIM cursor ("" when
+// the call did not reclaim) and the entries as flat triples. It reports the
+// entries XAUTOCLAIM found deleted.
+func (c *consumer) parseFetch(ctx context.Context, v any) (res fetchResult, next string, rest []any, err error) {
+	reply, ok := v.([]any)
+	if !ok || len(reply) < 4 {
+		return res, "", nil, fmt.Errorf("fetch.lua: unexpected reply %T", v)
+	}
+	next, _ = reply[0].(string)
+	nextDue, _ := reply[1].(int64)
+	noStream, _ := reply[2].(int64)
+	ndel, _ := reply[3].(int64)
+	rest = reply[4:]
+	if ndel < 0 || int(ndel) > len(rest) || (len(rest)-int(ndel))%3 != 0 {
+		return res, "", nil, fmt.Errorf("fetch.lua: malformed reply")
+	}
+	if ndel > 0 {
+		c.reportDeleted(ctx, rest[:ndel])
+	}
+	return fetchResult{nextDue: nextDue, noStream: noStream == 1}, next, rest[ndel:], nil
 }
 
 // decode fills d from a stream entry. A message that cannot be decoded is

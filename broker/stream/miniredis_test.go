@@ -93,3 +93,39 @@ func TestScriptsRunOnMiniredis(t *testing.T) {
 		t.Fatalf("close: %v", err)
 	}
 }
+
+// Fetch pipelines fetch.lua by SHA in front of its plain reads; a server
+// that lost its scripts (SCRIPT FLUSH, a restart) is sent the text, and the
+// script's promotion of delayed messages still happens.
+func TestFetchAfterScriptFlush(t *testing.T) {
+	t.Parallel()
+	mr := miniredis.RunT(t)
+	rc := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rc.Close() })
+	d, err := stream.New(rc, &stream.Config{PollInterval: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	later := msg("q", "later")
+	later.RunAt = time.Now().Add(50 * time.Millisecond)
+	if err := d.Enqueue(ctx, []*broker.Message{msg("q", "a"), later}); err != nil {
+		t.Fatalf("enqueue: %v", err)
+	}
+	c, err := d.Open(ctx, "q", &broker.ConsumerOptions{VisibilityTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if ds, err := c.Fetch(fctx, 10); err != nil || !slices.Equal(ids(ds), []string{"a"}) {
+		t.Fatalf("first fetch: %v %v", ids(ds), err)
+	}
+	if err := rc.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ds, err := c.Fetch(fctx, 10); err != nil || !slices.Equal(ids(ds), []string{"later"}) {
+		t.Fatalf("fetch after SCRIPT FLUSH: %v %v, want [later]", ids(ds), err)
+	}
+}

@@ -1,9 +1,11 @@
 package stream
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-multierror"
@@ -20,7 +22,10 @@ import (
 // Ack settles deliveries as done: their entries are acknowledged and deleted.
 func (c *consumer) Ack(ctx context.Context, ds ...*broker.Delivery) error {
 	return c.batch(ctx, "ack", ackScript, []string{c.keys.stream},
-		[]any{c.d.cfg.Group, c.name}, ds,
+		func(chunk []*broker.Delivery) []any {
+			lo, hi := receiptRange(chunk)
+			return []any{c.d.cfg.Group, c.name, lo, hi}
+		}, ds,
 		func(args []any, d *broker.Delivery, count string) []any { return append(args, d.Receipt, count) }, nil)
 }
 
@@ -42,7 +47,7 @@ func (c *consumer) Release(ctx context.Context, ds ...*broker.Delivery) error {
 
 func (c *consumer) requeue(ctx context.Context, op string, inc int, at int64, ds ...*broker.Delivery) error {
 	return c.batch(ctx, op, requeueScript, []string{c.keys.stream, c.keys.delayed},
-		[]any{c.d.cfg.Group, c.name, inc}, ds,
+		fixed(c.d.cfg.Group, c.name, inc), ds,
 		func(args []any, d *broker.Delivery, count string) []any { return append(args, d.Receipt, count, at) }, nil)
 }
 
@@ -53,7 +58,7 @@ func (c *consumer) Discard(ctx context.Context, d *broker.Delivery, reason strin
 
 func (c *consumer) discard(ctx context.Context, d *broker.Delivery, reason string) error {
 	return c.batch(ctx, "discard", discardScript, []string{c.keys.stream, c.keys.dead},
-		[]any{c.d.cfg.Group, c.name}, []*broker.Delivery{d},
+		fixed(c.d.cfg.Group, c.name), []*broker.Delivery{d},
 		func(args []any, d *broker.Delivery, count string) []any {
 			return append(args, d.Receipt, count, reason, c.d.cfg.DiscardMax)
 		}, nil)
@@ -72,17 +77,17 @@ func (c *consumer) Extend(ctx context.Context, ttl time.Duration, ds ...*broker.
 	idle := (c.vt - ttl).Milliseconds()
 	deadline := time.Now().Add(ttl)
 	return c.batch(ctx, "extend", extendScript, []string{c.keys.stream},
-		[]any{c.d.cfg.Group, c.name, idle}, ds,
+		fixed(c.d.cfg.Group, c.name, idle), ds,
 		func(args []any, d *broker.Delivery, count string) []any { return append(args, d.Receipt, count) },
 		func(d *broker.Delivery) { d.LeaseDeadline = deadline })
 }
 
-// batch runs s over ds, at most maxBatch deliveries per call. head is ARGV
-// before the deliveries, item appends one delivery's ARGV given its delivery
-// count (from the token). The reply is one
-// status per delivery; onOK runs for each delivery settled. The error is nil
-// or a *multierror.Error of *broker.DeliveryError.
-func (c *consumer) batch(ctx context.Context, op string, s *script.Script, keys []string, head []any,
+// batch runs s over ds, at most maxBatch deliveries per call. head returns
+// a call's ARGV before its deliveries, item appends one delivery's ARGV
+// given its delivery count (from the token). The reply is one status per
+// delivery; onOK runs for each delivery settled. The error is nil or a
+// *multierror.Error of *broker.DeliveryError.
+func (c *consumer) batch(ctx context.Context, op string, s *script.Script, keys []string, head func([]*broker.Delivery) []any,
 	ds []*broker.Delivery, item func([]any, *broker.Delivery, string) []any, onOK func(*broker.Delivery)) error {
 	var errs *multierror.Error
 	valid := make([]*broker.Delivery, 0, len(ds))
@@ -103,8 +108,9 @@ func (c *consumer) batch(ctx context.Context, op string, s *script.Script, keys 
 		n := min(len(valid), maxBatch)
 		chunk, chunkCounts := valid[:n], counts[:n]
 		valid, counts = valid[n:], counts[n:]
-		args := make([]any, 0, len(head)+4*len(chunk))
-		args = append(args, head...)
+		h := head(chunk)
+		args := make([]any, 0, len(h)+4*len(chunk))
+		args = append(args, h...)
 		for i, d := range chunk {
 			args = item(args, d, chunkCounts[i])
 		}
@@ -127,6 +133,47 @@ func (c *consumer) batch(ctx context.Context, op string, s *script.Script, keys 
 		}
 	}
 	return errs.ErrorOrNil()
+}
+
+// fixed returns a batch head that is the same for every call.
+func fixed(args ...any) func([]*broker.Delivery) []any {
+	return func([]*broker.Delivery) []any { return args }
+}
+
+// receiptRange returns the lowest and the highest entry ID among the
+// receipts of ds (all checked by isEntryID), compared as numbers: ack.lua
+// looks up the entries between them with one ranged XPENDING.
+func receiptRange(ds []*broker.Delivery) (lo, hi string) {
+	lo, hi = ds[0].Receipt, ds[0].Receipt
+	for _, d := range ds[1:] {
+		if compareIDs(d.Receipt, lo) < 0 {
+			lo = d.Receipt
+		} else if compareIDs(d.Receipt, hi) > 0 {
+			hi = d.Receipt
+		}
+	}
+	return lo, hi
+}
+
+// compareIDs compares two entry IDs <ms>-<seq> (digits of any length, as
+// isEntryID accepts them) as Redis orders them: by ms, then by seq.
+func compareIDs(a, b string) int {
+	ams, aseq, _ := strings.Cut(a, "-")
+	bms, bseq, _ := strings.Cut(b, "-")
+	if c := compareDigits(ams, bms); c != 0 {
+		return c
+	}
+	return compareDigits(aseq, bseq)
+}
+
+// compareDigits compares two unsigned decimal numbers of any length.
+func compareDigits(a, b string) int {
+	a = strings.TrimLeft(a, "0")
+	b = strings.TrimLeft(b, "0")
+	if len(a) != len(b) {
+		return cmp.Compare(len(a), len(b))
+	}
+	return strings.Compare(a, b)
 }
 
 // check refuses a delivery this consumer cannot have handed out, before it

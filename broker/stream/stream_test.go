@@ -234,3 +234,78 @@ func TestGroupRecreated(t *testing.T) {
 		t.Fatal("no warning about the recreated group")
 	}
 }
+
+func TestCompareIDs(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		a, b string
+		want int
+	}{
+		{"1-0", "2-0", -1},
+		{"9-0", "10-0", -1},
+		{"5-9", "5-10", -1},
+		{"10-1", "9-99", 1},
+		{"1700000000000-3", "1700000000000-3", 0},
+		{"007-1", "7-1", 0},
+		{"0-0", "0-1", -1},
+		{"18446744073709551615-0", "18446744073709551614-9", 1},
+	} {
+		if got := stream.CompareIDs(c.a, c.b); got != c.want {
+			t.Errorf("CompareIDs(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
+		}
+		if got := stream.CompareIDs(c.b, c.a); got != -c.want {
+			t.Errorf("CompareIDs(%q, %q) = %d, want %d", c.b, c.a, got, -c.want)
+		}
+	}
+}
+
+// The group destroyed under a consumer that already fetched: its next Fetch
+// (a plain read of new entries, outside fetch.lua) recreates the group.
+func TestGroupRecreatedWhileConsuming(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, &stream.Config{PollInterval: time.Minute})
+	e.enqueue(msg("q", "a"), msg("q", "b"))
+	c := e.open("q", 0)
+	if d := e.fetch(c, 1); d[0].ID != "a" {
+		t.Fatalf("got %v", ids(d))
+	}
+	if err := e.rdb.XGroupDestroy(context.Background(), e.key("q", "stream"), "conveyor").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// From ID 0: a, whose pending entry went with the group, comes again.
+	if d := e.fetch(c, 2); !slices.Equal(ids(d), []string{"a", "b"}) {
+		t.Fatalf("got %v, want [a b]", ids(d))
+	}
+	if e.logs.find(slog.LevelWarn, "group was missing") == "" {
+		t.Fatal("no warning about the recreated group")
+	}
+}
+
+// New entries read in the same round trip as a failing fetch.lua (here its
+// delayed ZSET was overwritten with a string) are this consumer's pending
+// entries: Fetch delivers them and logs the failure rather than leaving
+// them until their lease runs out.
+func TestFetchDeliversWhenPromotionFails(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, &stream.Config{PollInterval: time.Minute})
+	e.enqueue(msg("q", "a"), msg("q", "b"))
+	c := e.open("q", 0)
+	if d := e.fetch(c, 1); d[0].ID != "a" {
+		t.Fatalf("got %v", ids(d))
+	}
+	ctx := context.Background()
+	if err := e.rdb.Set(ctx, e.key("q", "delayed"), "not a zset", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if d := e.fetch(c, 10); !slices.Equal(ids(d), []string{"b"}) {
+		t.Fatalf("got %v, want [b]", ids(d))
+	}
+	if s := e.logs.find(slog.LevelWarn, "promoting delayed messages failed"); !strings.Contains(s, "WRONGTYPE") {
+		t.Fatalf("warning %q, want one naming WRONGTYPE", s)
+	}
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := c.Fetch(fctx, 10); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Fatalf("Fetch with nothing read: %v, want the WRONGTYPE error", err)
+	}
+}

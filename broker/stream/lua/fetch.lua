@@ -6,11 +6,17 @@
 -- from the PEL and names them: they are returned so the caller reports them);
 -- then read new entries with XREADGROUP ... > (non-blocking).
 --
+-- With ARGV[3] = 0 it only promotes and reports: the driver then reads new
+-- entries itself, pipelined right after this call, because handing entries
+-- through Lua costs Redis about as much again as reading them. It runs the
+-- whole script when it takes over expired leases.
+--
 -- KEYS[1]  <prefix>:{<queue>}:stream   STREAM with the consumer group ARGV[1]
 -- KEYS[2]  <prefix>:{<queue>}:delayed  ZSET, score = run-at (unix ms)
 -- ARGV[1]  consumer group name
 -- ARGV[2]  consumer name
--- ARGV[3]  max messages to return (the caller caps it at 1000)
+-- ARGV[3]  max messages to return (the caller caps it at 1000); 0 reads nothing
+--          (ARGV[5] must then be "")
 -- ARGV[4]  visibility timeout (ms): the idle time after which an entry is taken over
 -- ARGV[5]  XAUTOCLAIM cursor ("0-0" to start a pass), or "" to skip reclaiming
 -- ARGV[6]  max delayed messages to promote in this call

@@ -36,6 +36,15 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 		single = single && m.Queue == msgs[0].Queue
 	}
 	now := time.Now()
+	if single && d.cfg.MaxLen == 0 && !anyDelayed(msgs) {
+		// Nothing to check and nowhere else to go: a plain LPUSH is as
+		// atomic as the script and costs Redis and the round trip less.
+		q := msgs[0].Queue
+		if err := d.client.LPush(ctx, d.keys(q).ready, d.values(msgs, now)...).Err(); err != nil {
+			return fmt.Errorf("list: enqueue %q: %w", q, err)
+		}
+		return nil
+	}
 	if single {
 		q := msgs[0].Queue
 		_, err := enqueueScript.Run(ctx, d.client, d.keys(q).enqueue, d.enqueueArgs(msgs, now)...)
@@ -98,9 +107,7 @@ func (d *Driver) enqueueMany(ctx context.Context, msgs []*broker.Message, now ti
 }
 
 // enqueueArgs builds enqueue.lua's ARGV: the cap, then run-at and the
-// stored form of each message, with deliveries 1: a waiting message carries
-// the count of its next delivery, so that fetch leases it as it is
-// (lua/lib.lua says why).
+// stored form of each message.
 func (d *Driver) enqueueArgs(msgs []*broker.Message, now time.Time) []any {
 	args := make([]any, 1, 1+2*len(msgs))
 	args[0] = d.cfg.MaxLen
@@ -109,16 +116,38 @@ func (d *Driver) enqueueArgs(msgs []*broker.Message, now time.Time) []any {
 		if !m.RunAt.IsZero() {
 			at = max(m.RunAt.UnixMilli(), 0) // before 1970: run now
 		}
-		var enc []byte
-		if m.EnqueuedAt.IsZero() {
-			// Stamp a copy: the caller's message is left as it was.
-			c := *m
-			c.EnqueuedAt = now
-			enc = codec.Encode(&c, 1)
-		} else {
-			enc = codec.Encode(m, 1)
-		}
-		args = append(args, at, enc)
+		args = append(args, at, stored(m, now))
 	}
 	return args
+}
+
+// values returns the stored form of each message, for LPUSH.
+func (d *Driver) values(msgs []*broker.Message, now time.Time) []any {
+	vs := make([]any, len(msgs))
+	for i, m := range msgs {
+		vs[i] = stored(m, now)
+	}
+	return vs
+}
+
+// stored encodes m with deliveries 1: a waiting message carries the count of
+// its next delivery, so that fetch leases it as it is (lua/lib.lua says why).
+// A message without EnqueuedAt is stamped with now, on a copy: the caller's
+// message is left as it was.
+func stored(m *broker.Message, now time.Time) []byte {
+	if m.EnqueuedAt.IsZero() {
+		c := *m
+		c.EnqueuedAt = now
+		return codec.Encode(&c, 1)
+	}
+	return codec.Encode(m, 1)
+}
+
+func anyDelayed(msgs []*broker.Message) bool {
+	for _, m := range msgs {
+		if !m.RunAt.IsZero() {
+			return true
+		}
+	}
+	return false
 }

@@ -49,7 +49,9 @@ func (p *Pool) extend(tasks []*task) {
 	var live []*task
 	for _, t := range tasks {
 		t.mu.Lock()
-		if t.released || t.job.Settled() {
+		// A job whose handler returned is being settled: extending it would
+		// race its settle.
+		if t.released || t.returned || t.job.Settled() {
 			t.mu.Unlock()
 			continue
 		}

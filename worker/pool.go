@@ -42,7 +42,9 @@ type Pool struct {
 
 	cons     broker.Consumer
 	acks     *groupcommit.Committer[*broker.Delivery]
-	settling chan struct{} // bounds settles in flight
+	settling chan struct{} // bounds retries and discards in flight
+	ackq     chan *task    // jobs to ack, for the acker
+	acking   sync.WaitGroup
 }
 
 // task is one running job.
@@ -79,6 +81,7 @@ func NewPool(d broker.Driver, h conveyor.Handler, cfg *Config) (*Pool, error) {
 		done:     make(chan struct{}),
 		running:  make(map[*broker.Delivery]*task),
 		settling: make(chan struct{}, 2*c.Concurrency),
+		ackq:     make(chan *task, 2*c.Concurrency),
 	}, nil
 }
 
@@ -122,8 +125,18 @@ func (p *Pool) Run(ctx context.Context) error {
 		p.heartbeat(hbDone)
 	}()
 
+	ackDone := make(chan struct{})
+	ackStopped := make(chan struct{})
+	go func() {
+		defer close(ackStopped)
+		p.acker(ackDone)
+	}()
+
 	p.fetchLoop(fetchCtx, handlerCtx)
 	p.drain(cancelHandlers)
+	p.acking.Wait()
+	close(ackDone)
+	<-ackStopped
 
 	close(hbDone)
 	<-hbStopped
@@ -339,6 +352,12 @@ func (p *Pool) run(base context.Context, t *task) {
 	t.mu.Lock()
 	t.returned = true
 	done := t.released || t.job.Settled()
+	ack := !done && !lost && err == nil
+	if ack {
+		// Counted under t.mu, where drain looks for returned jobs, so that
+		// Run waits for every ack drain leaves to the acker.
+		p.acking.Add(1)
+	}
 	t.mu.Unlock()
 	switch {
 	case done:
@@ -346,6 +365,8 @@ func (p *Pool) run(base context.Context, t *task) {
 	case lost:
 		p.log.Warn("lease lost; job left to its next delivery", p.jobAttrs(t.d)...)
 		p.finish(t)
+	case ack:
+		p.ackq <- t // the acker batches it with others; blocks when far behind
 	default:
 		p.settling <- struct{}{}
 		go func() {
@@ -353,6 +374,48 @@ func (p *Pool) run(base context.Context, t *task) {
 			p.settle(t, err)
 			p.finish(t)
 		}()
+	}
+}
+
+// maxAckBatch caps the jobs one ack round trip carries.
+const maxAckBatch = 256
+
+// acker acks the jobs whose handlers returned nil, taking every job that is
+// waiting into one round trip, until stop is closed (after the drain, when no
+// job is left).
+func (p *Pool) acker(stop <-chan struct{}) {
+	batch := make([]*task, 0, maxAckBatch)
+	ds := make([]*broker.Delivery, 0, maxAckBatch)
+	for {
+		select {
+		case t := <-p.ackq:
+			batch = append(batch[:0], t)
+		case <-stop:
+			return
+		}
+	more:
+		for len(batch) < maxAckBatch {
+			select {
+			case t := <-p.ackq:
+				batch = append(batch, t)
+			default:
+				break more
+			}
+		}
+		ds = ds[:0]
+		for _, t := range batch {
+			ds = append(ds, t.d)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		errs := perDelivery(ds, p.cons.Ack(ctx, ds...))
+		cancel()
+		for i, t := range batch {
+			if errs[i] != nil {
+				p.log.Warn("ack failed", append(p.jobAttrs(t.d), "err", errs[i])...)
+			}
+			p.finish(t)
+			p.acking.Done()
+		}
 	}
 }
 

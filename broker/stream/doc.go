@@ -21,6 +21,7 @@
 //	p:{q}:delayed  ZSET of encoded messages scored by run-at (unix ms).
 //	p:{q}:dead     LIST of discard records, newest first, capped at
 //	               Config.DiscardMax.
+//	p:{q}:dead_dropped  STRING: how many records the cap trimmed.
 //
 // # Leases and fencing
 //

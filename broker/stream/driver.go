@@ -85,10 +85,10 @@ func (d *Driver) Stats() Stats {
 
 // queueKeys holds the keys of one queue.
 type queueKeys struct {
-	stream, delayed, dead string
+	stream, delayed, dead, deadDropped string
 }
 
 func (d *Driver) keys(queue string) queueKeys {
 	k := keys.Queue(d.cfg.Prefix, queue)
-	return queueKeys{stream: k.Part("stream"), delayed: k.Part("delayed"), dead: k.Part("dead")}
+	return queueKeys{stream: k.Part("stream"), delayed: k.Part("delayed"), dead: k.Part("dead"), deadDropped: k.Part("dead_dropped")}
 }

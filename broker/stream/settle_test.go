@@ -89,8 +89,13 @@ func TestDiscard(t *testing.T) {
 	if _, err := codec.Decode(rec.Message, &m); err != nil || m.ID != "m3" || !bytes.Equal(m.Payload, []byte("payload of m3")) {
 		t.Fatalf("discarded message %+v: %v", m, err)
 	}
-	if k := e.keys(); !slices.Equal(k, []string{e.key("q", "dead")}) {
-		t.Fatalf("keys %v, want only the discard list", k)
+	if dropped, err := e.rdb.Get(context.Background(), e.key("q", "dead_dropped")).Int(); err != nil || dropped != 1 {
+		t.Fatalf("dead_dropped = %d, %v; want 1 record counted as trimmed", dropped, err)
+	}
+	k := e.keys()
+	slices.Sort(k)
+	if !slices.Equal(k, []string{e.key("q", "dead"), e.key("q", "dead_dropped")}) {
+		t.Fatalf("keys %v, want only the discard list and its drop count", k)
 	}
 }
 

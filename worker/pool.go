@@ -310,7 +310,6 @@ func (p *Pool) drain(cancelHandlers context.CancelCauseFunc) {
 		return
 	case <-grace.C:
 	}
-	cancelHandlers(ErrShutdown)
 	p.mu.Lock()
 	var ds []*broker.Delivery
 	for d, t := range p.running {
@@ -323,6 +322,9 @@ func (p *Pool) drain(cancelHandlers context.CancelCauseFunc) {
 		t.mu.Unlock()
 	}
 	p.mu.Unlock()
+	// Mark them released before cancelling: a handler that returns on the
+	// cancel must find its job handed back, not settle it as a failure.
+	cancelHandlers(ErrShutdown)
 	if len(ds) == 0 {
 		return
 	}

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"strconv"
 	"unicode"
 	"unicode/utf8"
 )
@@ -56,4 +57,38 @@ func checkName(s string) string {
 		}
 	}
 	return ""
+}
+
+// ValidateBatch checks every message of a batch with ValidateMessage (a nil
+// message is invalid too) and reports whether they all name one queue. A
+// driver's Enqueue calls it first, so that an invalid message stores nothing.
+func ValidateBatch(msgs []*Message) (oneQueue bool, err error) {
+	oneQueue = true
+	for i, m := range msgs {
+		if m == nil {
+			return false, &MessageError{Field: "message " + strconv.Itoa(i), Reason: "nil"}
+		}
+		if err := ValidateMessage(m); err != nil {
+			return false, err
+		}
+		oneQueue = oneQueue && m.Queue == msgs[0].Queue
+	}
+	return oneQueue, nil
+}
+
+// GroupByQueue splits msgs by queue, queues in order of first appearance and
+// each queue's messages in their order.
+func GroupByQueue(msgs []*Message) [][]*Message {
+	index := make(map[string]int)
+	var groups [][]*Message
+	for _, m := range msgs {
+		i, ok := index[m.Queue]
+		if !ok {
+			i = len(groups)
+			index[m.Queue] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], m)
+	}
+	return groups
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-multierror"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/codec"
@@ -25,15 +24,9 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	single := true
-	for i, m := range msgs {
-		if m == nil {
-			return fmt.Errorf("list: enqueue: message %d is nil: %w", i, broker.ErrInvalidMessage)
-		}
-		if err := broker.ValidateMessage(m); err != nil {
-			return fmt.Errorf("list: enqueue: %w", err)
-		}
-		single = single && m.Queue == msgs[0].Queue
+	single, err := broker.ValidateBatch(msgs)
+	if err != nil {
+		return fmt.Errorf("list: enqueue: %w", err)
 	}
 	now := time.Now()
 	if single && d.cfg.MaxLen == 0 && !anyDelayed(msgs) {
@@ -56,51 +49,18 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 	return d.enqueueMany(ctx, msgs, now)
 }
 
-// enqueueMany runs one script call per queue in a single pipeline, by SHA,
-// and once more by full text for the calls the server had no script for.
+// enqueueMany runs one script call per queue, all in one round trip.
 func (d *Driver) enqueueMany(ctx context.Context, msgs []*broker.Message, now time.Time) error {
-	type group struct {
-		queue string
-		msgs  []*broker.Message
-		args  []any
-		cmd   *redis.Cmd
+	groups := broker.GroupByQueue(msgs)
+	calls := make([]*script.Call, len(groups))
+	for i, g := range groups {
+		calls[i] = &script.Call{Keys: d.keys(g[0].Queue).enqueue, Args: d.enqueueArgs(g, now)}
 	}
-	var groups []*group
-	byQueue := make(map[string]*group)
-	for _, m := range msgs {
-		g := byQueue[m.Queue]
-		if g == nil {
-			g = &group{queue: m.Queue}
-			byQueue[m.Queue] = g
-			groups = append(groups, g)
-		}
-		g.msgs = append(g.msgs, m)
-	}
-	pipe := d.client.Pipeline()
-	for _, g := range groups {
-		g.args = d.enqueueArgs(g.msgs, now)
-		g.cmd = enqueueScript.EvalSha(ctx, pipe, d.keys(g.queue).enqueue, g.args...)
-	}
-	_, _ = pipe.Exec(ctx) // errors are read per command below
-
-	var again []*group
-	for _, g := range groups {
-		if script.IsNoScript(g.cmd.Err()) {
-			again = append(again, g)
-		}
-	}
-	if len(again) > 0 {
-		pipe = d.client.Pipeline()
-		for _, g := range again {
-			g.cmd = enqueueScript.Eval(ctx, pipe, d.keys(g.queue).enqueue, g.args...)
-		}
-		_, _ = pipe.Exec(ctx)
-	}
-
+	enqueueScript.RunPipelined(ctx, d.client, calls)
 	var errs *multierror.Error
-	for _, g := range groups {
-		if _, err := enqueueScript.Result(g.cmd); err != nil {
-			errs = multierror.Append(errs, fmt.Errorf("list: enqueue %q: %w", g.queue, err))
+	for i, c := range calls {
+		if c.Err != nil {
+			errs = multierror.Append(errs, fmt.Errorf("list: enqueue %q: %w", groups[i][0].Queue, c.Err))
 		}
 	}
 	return errs.ErrorOrNil()

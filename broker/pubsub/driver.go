@@ -62,13 +62,10 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 		return nil
 	}
 	now := time.Now()
+	if _, err := broker.ValidateBatch(msgs); err != nil {
+		return fmt.Errorf("pubsub: enqueue: %w", err)
+	}
 	for _, m := range msgs {
-		if m == nil {
-			return fmt.Errorf("pubsub: enqueue: %w", &broker.MessageError{Field: "message", Reason: "nil"})
-		}
-		if err := broker.ValidateMessage(m); err != nil {
-			return fmt.Errorf("pubsub: enqueue: %w", err)
-		}
 		if m.RunAt.After(now) {
 			return fmt.Errorf("pubsub: enqueue %s: RunAt: %w", m.ID, broker.ErrUnsupported)
 		}

@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	"github.com/hashicorp/go-multierror"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/codec"
@@ -23,17 +22,9 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	single := true
-	for i, m := range msgs {
-		if m == nil {
-			return fmt.Errorf("stream: enqueue: message %d is nil", i)
-		}
-		if err := broker.ValidateMessage(m); err != nil {
-			return fmt.Errorf("stream: enqueue: %w", err)
-		}
-		if m.Queue != msgs[0].Queue {
-			single = false
-		}
+	single, err := broker.ValidateBatch(msgs)
+	if err != nil {
+		return fmt.Errorf("stream: enqueue: %w", err)
 	}
 	if single && len(msgs) <= maxBatch {
 		k := d.keys(msgs[0].Queue)
@@ -46,60 +37,27 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 	return d.enqueueMany(ctx, msgs)
 }
 
-// enqueueCall is one enqueue.lua call: a queue's keys and arguments.
-type enqueueCall struct {
-	queue string
-	keys  []string
-	args  []any
-	cmd   *redis.Cmd
-}
-
+// enqueueMany runs one enqueue.lua call per queue and per maxBatch
+// messages, all in one round trip.
 func (d *Driver) enqueueMany(ctx context.Context, msgs []*broker.Message) error {
-	// Group by queue, keeping the order of first appearance and, within a
-	// queue, the order of msgs.
-	byQueue := make(map[string][]*broker.Message)
-	var order []string
-	for _, m := range msgs {
-		if _, ok := byQueue[m.Queue]; !ok {
-			order = append(order, m.Queue)
-		}
-		byQueue[m.Queue] = append(byQueue[m.Queue], m)
-	}
-	var calls []*enqueueCall
-	for _, q := range order {
-		k := d.keys(q)
-		qm := byQueue[q]
+	var (
+		calls  []*script.Call
+		queues []string
+	)
+	for _, qm := range broker.GroupByQueue(msgs) {
+		k := d.keys(qm[0].Queue)
 		for len(qm) > 0 {
 			n := min(len(qm), maxBatch)
-			calls = append(calls, &enqueueCall{queue: q, keys: []string{k.stream, k.delayed}, args: d.enqueueArgs(qm[:n])})
+			calls = append(calls, &script.Call{Keys: []string{k.stream, k.delayed}, Args: d.enqueueArgs(qm[:n])})
+			queues = append(queues, qm[0].Queue)
 			qm = qm[n:]
 		}
 	}
-
-	pipe := d.rdb.Pipeline()
-	for _, c := range calls {
-		c.cmd = enqueueScript.EvalSha(ctx, pipe, c.keys, c.args...)
-	}
-	_, _ = pipe.Exec(ctx) // errors are read per command below
-	var missing []*enqueueCall
-	for _, c := range calls {
-		if script.IsNoScript(c.cmd.Err()) {
-			missing = append(missing, c)
-		}
-	}
-	if len(missing) > 0 {
-		// The server lost or never had the script: send its text.
-		pipe := d.rdb.Pipeline()
-		for _, c := range missing {
-			c.cmd = enqueueScript.Eval(ctx, pipe, c.keys, c.args...)
-		}
-		_, _ = pipe.Exec(ctx)
-	}
-
+	enqueueScript.RunPipelined(ctx, d.rdb, calls)
 	var errs *multierror.Error
-	for _, c := range calls {
-		if _, err := enqueueScript.Result(c.cmd); err != nil {
-			errs = multierror.Append(errs, fmt.Errorf("stream: enqueue: queue %q: %w", c.queue, err))
+	for i, c := range calls {
+		if c.Err != nil {
+			errs = multierror.Append(errs, fmt.Errorf("stream: enqueue: queue %q: %w", queues[i], c.Err))
 		}
 	}
 	return errs.ErrorOrNil()

@@ -114,3 +114,41 @@ func Err(err error) error {
 	}
 	return fmt.Errorf("%w: %s", sentinel, detail)
 }
+
+// Call is one run of a script in RunPipelined: its keys and arguments, and,
+// after the run, its reply or error.
+type Call struct {
+	Keys []string
+	Args []any
+	Val  any
+	Err  error
+	cmd  *redis.Cmd
+}
+
+// RunPipelined runs the script once per call, all in one round trip, by
+// SHA; calls the server had no script for (NOSCRIPT: a restart, SCRIPT FLUSH)
+// are sent once more with the script's text. Each call gets its own reply
+// or error (mapped as Run maps them).
+func (s *Script) RunPipelined(ctx context.Context, c redis.UniversalClient, calls []*Call) {
+	pipe := c.Pipeline()
+	for _, call := range calls {
+		call.cmd = s.s.EvalSha(ctx, pipe, call.Keys, call.Args...)
+	}
+	_, _ = pipe.Exec(ctx) // errors are read per call below
+	var missing []*Call
+	for _, call := range calls {
+		if IsNoScript(call.cmd.Err()) {
+			missing = append(missing, call)
+		}
+	}
+	if len(missing) > 0 {
+		pipe := c.Pipeline()
+		for _, call := range missing {
+			call.cmd = s.s.Eval(ctx, pipe, call.Keys, call.Args...)
+		}
+		_, _ = pipe.Exec(ctx)
+	}
+	for _, call := range calls {
+		call.Val, call.Err = s.Result(call.cmd)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hashicorp/go-multierror"
+
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/groupcommit"
 )
@@ -46,8 +48,11 @@ type Client struct {
 	batch *groupcommit.Committer[[]*broker.Message]
 }
 
-// maxCoalesced caps the Enqueue calls one shared round trip carries.
-const maxCoalesced = 256
+// maxCoalesced caps the messages one shared round trip carries; it stays
+// within what a driver stores in one script call per queue (the stream
+// driver's 512), so that each queue's part of a shared round trip is stored
+// or refused whole.
+const maxCoalesced = 512
 
 // NewClient returns a client that enqueues through d.
 func NewClient(d broker.Driver, cfg *ClientConfig) (*Client, error) {
@@ -79,7 +84,7 @@ func NewClient(d broker.Driver, cfg *ClientConfig) (*Client, error) {
 	if c.cfg.Now == nil {
 		c.cfg.Now = time.Now
 	}
-	c.batch = groupcommit.New(c.cfg.MaxRoundTrips, maxCoalesced, c.sendBatches)
+	c.batch = groupcommit.New(c.cfg.MaxRoundTrips, maxCoalesced, func(b []*broker.Message) int { return len(b) }, c.sendBatches)
 	c.send = c.batch.Do
 	for i := len(c.cfg.Middleware) - 1; i >= 0; i-- {
 		c.send = c.cfg.Middleware[i](c.send)
@@ -121,10 +126,12 @@ func (c *Client) EnqueueMany(ctx context.Context, reqs ...Request) ([]*broker.Me
 }
 
 // sendBatches stores the messages of several Enqueue calls in one round
-// trip (see groupcommit). A refusal that concerns one queue (full) must not
-// fail the calls for other queues, so on ErrQueueFull each call is sent again
-// on its own. Other errors (Redis unreachable) fail every call of the batch:
-// for them the outcome is unknown, as for any failed round trip.
+// trip (see groupcommit). Nothing is ever sent twice. Drivers store each
+// queue's messages on their own and name the queue of each refusal
+// (*broker.QueueError), so a call learns only the errors of its own queues:
+// a full queue does not fail the calls for other queues. An error that names
+// no queue (Redis unreachable) fails every call of the batch; for them the
+// outcome is unknown, as for any failed round trip.
 func (c *Client) sendBatches(ctx context.Context, batches [][]*broker.Message) []error {
 	errs := make([]error, len(batches))
 	if len(batches) == 1 {
@@ -136,12 +143,42 @@ func (c *Client) sendBatches(ctx context.Context, batches [][]*broker.Message) [
 		all = append(all, b...)
 	}
 	err := c.d.Enqueue(ctx, all)
+	if err == nil {
+		return errs
+	}
+	byQueue, ok := queueErrors(err)
 	for i, b := range batches {
-		if err != nil && errors.Is(err, broker.ErrQueueFull) {
-			errs[i] = c.d.Enqueue(ctx, b)
-		} else {
+		if !ok {
 			errs[i] = err
+			continue
 		}
+		var mine *multierror.Error
+		seen := map[string]bool{}
+		for _, m := range b {
+			if e := byQueue[m.Queue]; e != nil && !seen[m.Queue] {
+				seen[m.Queue] = true
+				mine = multierror.Append(mine, e)
+			}
+		}
+		errs[i] = mine.ErrorOrNil()
 	}
 	return errs
+}
+
+// queueErrors maps each queue named by err's *broker.QueueError parts to its
+// error; ok is false when some part names no queue.
+func queueErrors(err error) (map[string]error, bool) {
+	parts := []error{err}
+	if m, isMulti := err.(*multierror.Error); isMulti {
+		parts = m.WrappedErrors()
+	}
+	out := make(map[string]error, len(parts))
+	for _, e := range parts {
+		var qe *broker.QueueError
+		if !errors.As(e, &qe) {
+			return nil, false
+		}
+		out[qe.Queue] = e
+	}
+	return out, true
 }

@@ -61,3 +61,16 @@ func (e *DeliveryError) Error() string {
 }
 
 func (e *DeliveryError) Unwrap() error { return e.Err }
+
+// QueueError ties an Enqueue error to the queue whose messages it concerns.
+// A driver's Enqueue of several queues stores each queue's messages
+// independently and reports each refusal as a *QueueError (in a
+// *multierror.Error), so a caller can tell which messages were stored.
+type QueueError struct {
+	Queue string
+	Err   error
+}
+
+func (e *QueueError) Error() string { return fmt.Sprintf("queue %q: %v", e.Queue, e.Err) }
+
+func (e *QueueError) Unwrap() error { return e.Err }

@@ -60,7 +60,7 @@ func (d *Driver) enqueueMany(ctx context.Context, msgs []*broker.Message, now ti
 	var errs *multierror.Error
 	for i, c := range calls {
 		if c.Err != nil {
-			errs = multierror.Append(errs, fmt.Errorf("list: enqueue %q: %w", groups[i][0].Queue, c.Err))
+			errs = multierror.Append(errs, &broker.QueueError{Queue: groups[i][0].Queue, Err: fmt.Errorf("list: enqueue: %w", c.Err)})
 		}
 	}
 	return errs.ErrorOrNil()

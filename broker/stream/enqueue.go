@@ -57,7 +57,7 @@ func (d *Driver) enqueueMany(ctx context.Context, msgs []*broker.Message) error 
 	var errs *multierror.Error
 	for i, c := range calls {
 		if c.Err != nil {
-			errs = multierror.Append(errs, fmt.Errorf("stream: enqueue: queue %q: %w", queues[i], c.Err))
+			errs = multierror.Append(errs, &broker.QueueError{Queue: queues[i], Err: fmt.Errorf("stream: enqueue: %w", c.Err)})
 		}
 	}
 	return errs.ErrorOrNil()

@@ -7,35 +7,55 @@
 // The client's Enqueue and the pool's acks use it.
 package groupcommit
 
-import "context"
+import (
+	"context"
+	"sync/atomic"
+)
 
 // Committer batches calls of Do into calls of send.
 type Committer[T any] struct {
 	slots chan struct{}
 	queue chan *call[T]
 	max   int
+	size  func(T) int
 	send  func(ctx context.Context, items []T) []error
 }
 
 type call[T any] struct {
 	item T
 	done chan error
+	// state moves from waiting to taken (a holder sends it) or abandoned
+	// (its caller gave up first, so it is never sent).
+	state atomic.Int32
 }
 
-// New returns a committer that has at most slots sends in flight, puts at
-// most max items in one send, and sends with send, which returns one error
-// (nil for success) per item.
-func New[T any](slots, max int, send func(ctx context.Context, items []T) []error) *Committer[T] {
+const (
+	waiting int32 = iota
+	taken
+	abandoned
+)
+
+// New returns a committer that has at most slots sends in flight, puts
+// items of a total size of at most max in one send (an item bigger than max
+// goes alone), and sends with send, which returns one error (nil for
+// success) per item. size weighs an item; nil counts each item as 1.
+func New[T any](slots, max int, size func(T) int, send func(ctx context.Context, items []T) []error) *Committer[T] {
+	if size == nil {
+		size = func(T) int { return 1 }
+	}
 	return &Committer[T]{
 		slots: make(chan struct{}, slots),
 		queue: make(chan *call[T], 4*max),
 		max:   max,
+		size:  size,
 		send:  send,
 	}
 }
 
 // Do sends item, alone or with others, and returns its outcome. If ctx ends
-// while the item waits, Do returns ctx.Err() and the item may still be sent.
+// while the item waits, Do returns ctx.Err() and the item is never sent; if
+// it ends once the item is on its way, Do waits for the outcome (one round
+// trip), so that an error from Do never hides a send.
 func (c *Committer[T]) Do(ctx context.Context, item T) error {
 	select {
 	case c.slots <- struct{}{}:
@@ -48,21 +68,24 @@ func (c *Committer[T]) Do(ctx context.Context, item T) error {
 	case c.slots <- struct{}{}:
 		return c.lead(ctx, item)
 	case <-ctx.Done():
-		return ctx.Err()
+		return ctx.Err() // never queued
 	}
 	select {
 	case err := <-p.done:
 		return err
 	case c.slots <- struct{}{}:
-		c.drainAndRelease()
+		c.drainAndRelease(nil)
 		return <-p.done // sent by this drain or by another holder's
 	case <-ctx.Done():
-		return ctx.Err()
+		if p.state.CompareAndSwap(waiting, abandoned) {
+			return ctx.Err()
+		}
+		return <-p.done
 	}
 }
 
 func (c *Committer[T]) lead(ctx context.Context, item T) error {
-	waiting := c.take(1)
+	waiting, carry := c.take(c.size(item))
 	var err error
 	if len(waiting) == 0 {
 		err = c.send(ctx, []T{item})[0]
@@ -72,13 +95,21 @@ func (c *Committer[T]) lead(ctx context.Context, item T) error {
 		c.flush(context.WithoutCancel(ctx), append(waiting, own))
 		err = <-own.done
 	}
-	c.drainAndRelease()
+	c.drainAndRelease(carry)
 	return err
 }
 
-func (c *Committer[T]) drainAndRelease() {
+// drainAndRelease sends carry and whatever waits, until the queue is empty,
+// then frees the holder's slot.
+func (c *Committer[T]) drainAndRelease(carry *call[T]) {
 	for {
-		batch := c.take(0)
+		var batch []*call[T]
+		have := 0
+		if carry != nil {
+			batch, have = []*call[T]{carry}, c.size(carry.item)
+		}
+		more, next := c.take(have)
+		batch, carry = append(batch, more...), next
 		if len(batch) == 0 {
 			break
 		}
@@ -87,18 +118,27 @@ func (c *Committer[T]) drainAndRelease() {
 	<-c.slots
 }
 
-func (c *Committer[T]) take(have int) []*call[T] {
-	var batch []*call[T]
+// take removes waiting calls from the queue while the batch, whose size is
+// have so far, stays within max. The call that would overflow it is
+// returned as carry, to start the next batch.
+func (c *Committer[T]) take(have int) (batch []*call[T], carry *call[T]) {
 	for have < c.max {
 		select {
 		case p := <-c.queue:
+			if !p.state.CompareAndSwap(waiting, taken) {
+				continue // its caller gave up
+			}
+			n := c.size(p.item)
+			if have > 0 && have+n > c.max {
+				return batch, p
+			}
 			batch = append(batch, p)
-			have++
+			have += n
 		default:
-			return batch
+			return batch, nil
 		}
 	}
-	return batch
+	return batch, nil
 }
 
 func (c *Committer[T]) flush(ctx context.Context, batch []*call[T]) {

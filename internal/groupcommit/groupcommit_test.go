@@ -22,7 +22,7 @@ func TestEveryItemSentOnceWithItsOwnOutcome(t *testing.T) {
 	release := make(chan struct{})
 	errOdd := errors.New("odd")
 	first := true
-	c := New(1, 64, func(ctx context.Context, items []int) []error {
+	c := New(1, 64, nil, func(ctx context.Context, items []int) []error {
 		mu.Lock()
 		wait := first
 		first = false
@@ -81,7 +81,7 @@ func TestEveryItemSentOnceWithItsOwnOutcome(t *testing.T) {
 func TestLoneCallerSendsAtOnce(t *testing.T) {
 	t.Parallel()
 	calls := 0
-	c := New(2, 8, func(ctx context.Context, items []string) []error {
+	c := New(2, 8, nil, func(ctx context.Context, items []string) []error {
 		calls++
 		return make([]error, len(items))
 	})
@@ -92,5 +92,71 @@ func TestLoneCallerSendsAtOnce(t *testing.T) {
 	}
 	if calls != 3 {
 		t.Fatalf("calls = %d, want 3 (one per sequential Do)", calls)
+	}
+}
+
+// TestSizeCapAndAbandon: with a slot held, queued items of weight 3 under a
+// cap of 7 go out at most two per send, and an item whose caller gave up
+// while it waited is never sent.
+func TestSizeCapAndAbandon(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var (
+		mu    sync.Mutex
+		sends [][]int
+		first = true
+	)
+	c := New(1, 7, func(int) int { return 3 }, func(ctx context.Context, items []int) []error {
+		mu.Lock()
+		wait := first
+		first = false
+		mu.Unlock()
+		if wait {
+			<-release
+		}
+		mu.Lock()
+		sends = append(sends, append([]int(nil), items...))
+		mu.Unlock()
+		return make([]error, len(items))
+	})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = c.Do(context.Background(), 0) }() // holds the slot
+	for len(c.slots) == 0 {
+		runtime.Gosched()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	abandonedErr := make(chan error, 1)
+	go func() { abandonedErr <- c.Do(ctx, 99) }()
+	for len(c.queue) < 1 {
+		runtime.Gosched()
+	}
+	cancel()
+	if err := <-abandonedErr; !errors.Is(err, context.Canceled) {
+		t.Fatalf("abandoned Do = %v, want context.Canceled", err)
+	}
+	for i := 1; i <= 5; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = c.Do(context.Background(), i) }()
+	}
+	for len(c.queue) < 6 { // the abandoned call is still in the queue
+		runtime.Gosched()
+	}
+	close(release)
+	wg.Wait()
+	seen := map[int]bool{}
+	for _, s := range sends {
+		if 3*len(s) > 7 && len(s) > 1 {
+			t.Fatalf("send %v is over the size cap", s)
+		}
+		for _, it := range s {
+			if it == 99 {
+				t.Fatal("the abandoned item was sent")
+			}
+			seen[it] = true
+		}
+	}
+	if len(seen) != 6 {
+		t.Fatalf("sent %v, want items 0-5 each once", sends)
 	}
 }

@@ -46,12 +46,15 @@ func (p *Pool) extendRunning() {
 }
 
 func (p *Pool) extend(tasks []*task) {
+	horizon := time.Now().Add(p.cfg.VisibilityTimeout)
 	var live []*task
 	for _, t := range tasks {
 		t.mu.Lock()
 		// A job whose handler returned is being settled: extending it would
 		// race its settle.
-		if t.released || t.returned || t.job.Settled() {
+		// A lease extended past what the heartbeat would give (Job.Extend
+		// with a long ttl) is left alone until it gets that short.
+		if t.released || t.returned || t.job.Settled() || t.d.LeaseDeadline.After(horizon) {
 			t.mu.Unlock()
 			continue
 		}
@@ -76,8 +79,11 @@ func (p *Pool) extend(tasks []*task) {
 		if errs[i] != nil {
 			p.log.Warn("lease extension failed", append(p.jobAttrs(t.d), "err", errs[i], "lost", lost)...)
 		}
-		if lost && t.cancel != nil {
-			t.cancel(broker.ErrLeaseLost)
+		if lost {
+			t.lost = true // a job still waiting to start is skipped
+			if t.cancel != nil {
+				t.cancel(broker.ErrLeaseLost)
+			}
 		}
 		t.mu.Unlock()
 	}

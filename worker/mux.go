@@ -72,11 +72,14 @@ func (m *Mux) ProcessJob(ctx context.Context, job *conveyor.Job) error {
 }
 
 // Handle registers a typed handler: the payload is decoded from JSON into a
-// T once, before f runs. A payload that does not decode is not retried (see
-// ErrDecode).
+// T once, before f runs; an empty payload gives the zero T. A payload that
+// does not decode is not retried (see ErrDecode).
 func Handle[T any](m *Mux, kind string, f func(ctx context.Context, job *conveyor.Job, args T) error) {
 	m.HandleFunc(kind, func(ctx context.Context, job *conveyor.Job) error {
 		var args T
+		if len(job.Payload) == 0 {
+			return f(ctx, job, args) // no payload: the zero T
+		}
 		if err := json.Unmarshal(job.Payload, &args); err != nil {
 			return conveyor.SkipRetry(fmt.Errorf("%w of %s into %T: %v", ErrDecode, kind, args, err))
 		}

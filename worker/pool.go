@@ -31,10 +31,12 @@ type Pool struct {
 	cfg Config
 	log *slog.Logger
 
-	started  atomic.Bool
-	shutdown chan struct{} // closed by Shutdown
-	stopOnce sync.Once
-	done     chan struct{} // closed when Run returns
+	started      atomic.Bool
+	shutdown     chan struct{} // closed by Shutdown
+	stopping     chan struct{} // closed when Run starts to stop, for any reason
+	stoppingOnce sync.Once
+	stopOnce     sync.Once
+	done         chan struct{} // closed when Run returns
 
 	mu      sync.Mutex
 	running map[*broker.Delivery]*task
@@ -57,6 +59,7 @@ type task struct {
 	mu       sync.Mutex
 	released bool // handed back to the queue by the pool
 	returned bool // the handler returned; the pool settles it
+	lost     bool // the heartbeat found the lease lost
 }
 
 // NewPool returns a pool that runs h on the jobs of cfg.Queue.
@@ -78,6 +81,7 @@ func NewPool(d broker.Driver, h conveyor.Handler, cfg *Config) (*Pool, error) {
 	return &Pool{
 		d: d, h: h, cfg: c, log: c.Logger.With("queue", c.Queue),
 		shutdown: make(chan struct{}),
+		stopping: make(chan struct{}),
 		done:     make(chan struct{}),
 		running:  make(map[*broker.Delivery]*task),
 		settling: make(chan struct{}, 2*c.Concurrency),
@@ -94,6 +98,14 @@ func (p *Pool) Run(ctx context.Context) error {
 		return ErrPoolRunning
 	}
 	defer close(p.done)
+	defer p.markStopping() // also when Run returns before it started
+	select {
+	case <-ctx.Done():
+		return nil // stopped before it started
+	case <-p.shutdown:
+		return nil
+	default:
+	}
 	if err := p.d.Check(ctx); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
@@ -112,6 +124,7 @@ func (p *Pool) Run(ctx context.Context) error {
 			stopFetching()
 		case <-fetchCtx.Done():
 		}
+		p.markStopping()
 	}()
 	// Handlers keep ctx's values but not its cancellation: the pool decides
 	// when they stop (after the grace).
@@ -147,6 +160,13 @@ func (p *Pool) Run(ctx context.Context) error {
 	}
 	return nil
 }
+
+func (p *Pool) markStopping() { p.stoppingOnce.Do(func() { close(p.stopping) }) }
+
+// Stopping returns a channel closed when Run starts to stop (its context
+// was cancelled or Shutdown was called): fetching has stopped and the grace
+// runs. Long handlers may watch it to reach a checkpoint early.
+func (p *Pool) Stopping() <-chan struct{} { return p.stopping }
 
 // Shutdown stops the pool as cancelling Run's context does, and waits until
 // Run has returned or ctx is done.
@@ -263,6 +283,14 @@ func (p *Pool) work(ctx, handlerCtx context.Context, waiting <-chan *task, credi
 				p.handBack([]*task{t})
 				return
 			}
+			t.mu.Lock()
+			lost := t.lost
+			t.mu.Unlock()
+			if lost { // its lease ran out while it waited: it is someone else's now
+				p.log.Warn("lease lost before the job started; skipped", p.jobAttrs(t.d)...)
+				p.finish(t)
+				continue
+			}
 			p.run(handlerCtx, t)
 		}
 	}
@@ -332,7 +360,20 @@ func (p *Pool) drain(cancelHandlers context.CancelCauseFunc) {
 	defer cancel()
 	err := p.cons.Release(ctx, ds...)
 	p.log.Info("shutdown grace over; handed running jobs back", "jobs", len(ds), "err", err)
+	// Give the cancelled handlers a moment to return, so that Run rarely
+	// returns under their feet; one that ignores its context is left behind.
+	wait := time.NewTimer(handlerExitWait)
+	defer wait.Stop()
+	select {
+	case <-finished:
+	case <-wait.C:
+		p.log.Warn("handlers still running after cancellation; Run returns without them")
+	}
 }
+
+// handlerExitWait bounds how long Run waits, after the grace, for cancelled
+// handlers to return.
+const handlerExitWait = 5 * time.Second
 
 // run runs one job. When the handler leaves it unsettled, the settle (an
 // ack shared with other jobs' acks, usually) runs in its own goroutine so the

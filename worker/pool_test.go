@@ -213,6 +213,8 @@ func TestShutdown(t *testing.T) {
 					t.Errorf("Shutdown: %v", err)
 				}
 			}()
+			// The quick jobs finish only once shutdown has begun: within the grace.
+			waitFor(t, "shutdown to begin", 10*time.Second, p.Stopping())
 			close(proceed)
 			waitFor(t, "shutdown", 10*time.Second, shutdownDone)
 			stop()
@@ -325,6 +327,7 @@ func TestBadJobsDoNotStopThePool(t *testing.T) {
 				{Kind: "order", Args: []byte("not json")},
 				{Kind: "panics"},
 				{Kind: "order", Args: order{ID: 1}},
+				{Kind: "order"}, // no payload: the zero order, not a decode error
 			} {
 				if _, err := e.client.Enqueue(ctx, r.Kind, r.Args, nil); err != nil {
 					t.Fatal(err)
@@ -344,8 +347,8 @@ func TestBadJobsDoNotStopThePool(t *testing.T) {
 					t.Errorf("discard reason for %s = %q, want it to contain %q", kind, reasons[kind], want)
 				}
 			}
-			if good.Load() != 1 {
-				t.Fatalf("good job ran %d times, want 1", good.Load())
+			if good.Load() != 2 {
+				t.Fatalf("good jobs ran %d times, want 2", good.Load())
 			}
 		})
 	}
@@ -524,4 +527,31 @@ func TestRedisUnreachableAtStart(t *testing.T) {
 			t.Fatalf("%s: Run = %v, want an error saying Redis is unreachable", drv.name, err)
 		}
 	}
+}
+
+// A pool stopped before it started returns nil at once, touching nothing.
+func TestRunStoppedBeforeStart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 0)
+	h := conveyor.HandlerFunc(func(context.Context, *conveyor.Job) error { return nil })
+	p, err := worker.NewPool(e.d, h, &worker.Config{Queue: "q"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.Run(ctx); err != nil {
+		t.Fatalf("Run with a cancelled context = %v, want nil", err)
+	}
+	p2, err := worker.NewPool(e.d, h, &worker.Config{Queue: "q"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.Run(context.Background()); err != nil {
+		t.Fatalf("Run after Shutdown = %v, want nil", err)
+	}
+	assertNoKeys(t, e)
 }

@@ -89,3 +89,12 @@ type Consumer interface {
 	// Close stops the consumer. Deliveries it holds keep their leases.
 	Close(ctx context.Context) error
 }
+
+// DefaultMaxRecoveries is how many lease expiries a message may have before
+// an at-least-once driver treats it as poison (it took down its worker that
+// many times) and moves it to the discard queue with a reason that starts
+// with PoisonReason, instead of delivering it again.
+const DefaultMaxRecoveries = 3
+
+// PoisonReason starts the discard reason of a message discarded as poison.
+const PoisonReason = "conveyor: poison"

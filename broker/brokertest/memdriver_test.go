@@ -83,6 +83,10 @@ func (d *memDriver) sweep(q *memQueue, now time.Time) {
 			if !now.Before(e.deadline) {
 				delete(q.inflight, id)
 				e.msg.Recoveries++
+				if e.msg.Recoveries >= broker.DefaultMaxRecoveries && d.mutant != "nopoison" {
+					d.poison(e, now)
+					continue
+				}
 				expired = append(expired, e)
 			}
 		}
@@ -94,6 +98,14 @@ func (d *memDriver) sweep(q *memQueue, now time.Time) {
 		q.ready = append(q.ready, q.delayed[0])
 		q.delayed = q.delayed[1:]
 	}
+}
+
+// poison moves e to the queue's discard key in Redis, where the suite reads it.
+func (d *memDriver) poison(e *memEntry, now time.Time) {
+	reason := fmt.Sprintf("%s: lease expired %d times", broker.PoisonReason, e.msg.Recoveries)
+	rec := fmt.Appendf(nil, "d1,%d,%d:%s", now.UnixMilli(), len(reason), reason)
+	rec = append(rec, codec.Encode(&e.msg, 0)...)
+	_ = d.rdb.RPush(context.Background(), keys.Queue(d.prefix, e.msg.Queue).Part("dead"), rec).Err()
 }
 
 // next returns the earliest time sweep has work, or zero.

@@ -56,6 +56,7 @@ var tests = []test{
 	{"Retry", atLeastOnce, "AtLeastOnce", testRetry},
 	{"Release", atLeastOnce, "AtLeastOnce", testRelease},
 	{"Discard", discard, "Discard and AtLeastOnce", testDiscard},
+	{"PoisonDiscarded", discard, "Discard and AtLeastOnce", testPoison},
 	{"DelayedEnqueue", delay, "Delay", testDelayedEnqueue},
 	{"UnsupportedOperations", lacksSomething, "nothing (it has every capability)", testUnsupported},
 	{"NoKeysLeft", always, "", testNoKeysLeft},

@@ -51,6 +51,7 @@ func TestMutantsFail(t *testing.T) {
 		{"ignorerunat", "Retry"},
 		{"releasecounts", "Release"},
 		{"discardkeeps", "Discard"},
+		{"nopoison", "PoisonDiscarded"},
 		{"ignorerunat", "DelayedEnqueue"},
 		{"nodelaycap", "UnsupportedOperations"},
 		{"leakkey", "NoKeysLeft"},

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/go-multierror"
 
+	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/keys"
 )
 
@@ -25,8 +26,16 @@ type Config struct {
 	// ReapBatch bounds one step of recovery and promotion: how many expired
 	// leases or due delayed messages one script call moves. Defaults to 100.
 	ReapBatch int
+	// MaxRecoveries is how many lease expiries a message may have before it
+	// is treated as poison: the reclaim that would give it MaxRecoveries
+	// recoveries moves it to the discard list instead, with reason
+	// "conveyor: poison: lease expired <n> times". A crash recovery is not a
+	// handler failure and does not count as an attempt. Defaults to 3; a
+	// negative value turns the cap off.
+	MaxRecoveries int
 	// Logger receives warnings (an eviction policy that can lose leases,
-	// recovered messages). Defaults to a logger that discards everything.
+	// recovered messages, poison discards). Defaults to a logger that
+	// discards everything.
 	Logger *slog.Logger
 }
 
@@ -62,6 +71,9 @@ func (cfg *Config) withDefaults() (Config, error) {
 		c.ReapBatch = defaultReapBatch
 	case c.ReapBatch < 0:
 		errs = multierror.Append(errs, fmt.Errorf("ReapBatch %d is negative", c.ReapBatch))
+	}
+	if c.MaxRecoveries == 0 {
+		c.MaxRecoveries = broker.DefaultMaxRecoveries
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

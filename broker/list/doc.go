@@ -17,6 +17,13 @@
 // expired leases back to the front of the ready list. MaxLen counts ready,
 // delayed and lease together.
 //
+// An expired lease counts a recovery on its message, not an attempt: the
+// worker crashed or stalled, the handler did not fail. A message that keeps
+// taking its worker down is poison: the reclaim that would give it
+// Config.MaxRecoveries recoveries (3 by default) moves it to the discard
+// list instead, with reason "conveyor: poison: lease expired <n> times",
+// in the same script, so it is never delivered again.
+//
 // The lease ZSET is the in-flight structure; there is no other. Its member
 // is the whole stored message, and that string is the Delivery's Receipt;
 // its Token is the delivery count in the message's header. A waiting

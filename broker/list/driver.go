@@ -100,6 +100,6 @@ func newQueueKeys(prefix, queue string) *queueKeys {
 	k.release = []string{k.ready, k.lease}
 	k.discard = []string{k.lease, k.dead, k.dropped}
 	k.extend = []string{k.lease}
-	k.reap = []string{k.ready, k.lease}
+	k.reap = []string{k.ready, k.lease, k.dead, k.dropped}
 	return k
 }

@@ -15,24 +15,26 @@ import (
 // caller may wait before something could become due (-1: nothing known).
 func (c *consumer) fetchOnce(ctx context.Context, max int) ([]*broker.Delivery, time.Duration, error) {
 	t := &c.fetchTail
-	v, err := fetchScript.Run(ctx, c.d.client, c.k.fetch, max, t[0], t[1], t[2], t[3])
+	v, err := fetchScript.Run(ctx, c.d.client, c.k.fetch, max, t[0], t[1], t[2], t[3], t[4])
 	if err != nil {
 		return nil, 0, err
 	}
 	reply, ok := v.([]any)
-	if !ok || len(reply) < 3 {
+	if !ok || len(reply) < 4 {
 		return nil, 0, fmt.Errorf("fetch.lua replied %T", v)
 	}
 	deadlineMs, ok1 := reply[0].(int64)
 	hintMs, ok2 := reply[1].(int64)
 	reclaimed, ok3 := reply[2].(int64)
-	if !ok1 || !ok2 || !ok3 {
-		return nil, 0, fmt.Errorf("fetch.lua replied %T, %T, %T", reply[0], reply[1], reply[2])
+	poisoned, ok4 := reply[3].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return nil, 0, fmt.Errorf("fetch.lua replied %T, %T, %T, %T", reply[0], reply[1], reply[2], reply[3])
 	}
 	if reclaimed > 0 {
 		c.d.log.InfoContext(ctx, "list: requeued messages whose lease ran out", "queue", c.queue, "count", reclaimed)
 	}
-	vals := reply[3:]
+	c.d.logPoisoned(ctx, c.queue, poisoned)
+	vals := reply[4:]
 	if len(vals) == 0 {
 		hint := time.Duration(-1)
 		if hintMs >= 0 {

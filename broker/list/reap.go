@@ -12,7 +12,10 @@ import (
 const maxReapSteps = 1 << 16
 
 // Reap runs crash recovery on queue once: it hands every message whose lease
-// ran out back to the front of the ready list, each counting a recovery.
+// ran out back to the front of the ready list, each counting a recovery,
+// and returns how many it handed back. A message whose recoveries would
+// reach Config.MaxRecoveries goes to the discard list as poison instead; it
+// is not counted in requeued (the poison discards are logged at Warn).
 // Consumers do this on their own (on every fetch); Reap is for tests and
 // operators. Any number of Reap calls and consumers may run at once: each
 // message is moved once. There is no in-flight entry without a lease to
@@ -22,19 +25,36 @@ func (d *Driver) Reap(ctx context.Context, queue string) (requeued int, err erro
 		return 0, fmt.Errorf("list: reap: %w", err)
 	}
 	k := d.keys(queue)
+	poisoned := int64(0)
+	defer func() { d.logPoisoned(ctx, queue, poisoned) }()
 	for range maxReapSteps {
-		v, err := reapScript.Run(ctx, d.client, k.reap, d.cfg.ReapBatch)
+		v, err := reapScript.Run(ctx, d.client, k.reap, d.cfg.ReapBatch, d.cfg.MaxRecoveries, d.cfg.DiscardMax)
 		if err != nil {
 			return requeued, fmt.Errorf("list: reap: %w", err)
 		}
-		n, ok := v.(int64)
-		if !ok {
+		reply, ok := v.([]any)
+		if !ok || len(reply) != 2 {
+			return requeued, fmt.Errorf("list: reap: reap.lua replied %v", v)
+		}
+		n, ok1 := reply[0].(int64)
+		p, ok2 := reply[1].(int64)
+		if !ok1 || !ok2 {
 			return requeued, fmt.Errorf("list: reap: reap.lua replied %v", v)
 		}
 		requeued += int(n)
-		if int(n) < d.cfg.ReapBatch {
+		poisoned += p
+		// A step that took fewer than it may have emptied what was due.
+		if int(n+p) < d.cfg.ReapBatch {
 			return requeued, nil
 		}
 	}
 	return requeued, nil
+}
+
+// logPoisoned warns of messages recovery discarded as poison: each took its
+// worker down Config.MaxRecoveries times, which an operator should look at.
+func (d *Driver) logPoisoned(ctx context.Context, queue string, n int64) {
+	if n > 0 {
+		d.log.WarnContext(ctx, "list: poison messages discarded", "count", n, "queue", queue)
+	}
 }

@@ -34,14 +34,21 @@ type Config struct {
 	// DiscardMax caps the records kept in a queue's discard list; the oldest
 	// are dropped past it. Defaults to 10000.
 	DiscardMax int
+	// MaxRecoveries is how many lease expiries a message may have before it
+	// is treated as poison: the reclaim that would give it MaxRecoveries
+	// recoveries moves it to the discard list instead, with reason
+	// "conveyor: poison: lease expired <n> times". A crash recovery is not a
+	// handler failure and does not count as an attempt. Defaults to 3; a
+	// negative value turns the cap off.
+	MaxRecoveries int
 	// PollInterval is the longest an idle Fetch blocks before it looks again
 	// for due delayed messages and expired leases, and how often a busy
 	// consumer looks for expired leases. An idle consumer sends about two
 	// commands per PollInterval. Defaults to 1s.
 	PollInterval time.Duration
-	// Logger receives warnings (entries deleted while pending, a risky
-	// maxmemory-policy) and errors of background hand-backs. Defaults to a
-	// logger that discards everything.
+	// Logger receives warnings (entries deleted while pending, messages
+	// discarded as poison, a risky maxmemory-policy) and errors of
+	// background hand-backs. Defaults to a logger that discards everything.
 	Logger *slog.Logger
 }
 
@@ -65,6 +72,9 @@ func (cfg *Config) withDefaults() (Config, error) {
 	}
 	if c.DiscardMax == 0 {
 		c.DiscardMax = defaultDiscardMax
+	}
+	if c.MaxRecoveries == 0 {
+		c.MaxRecoveries = broker.DefaultMaxRecoveries
 	}
 	if c.PollInterval == 0 {
 		c.PollInterval = defaultPollInterval

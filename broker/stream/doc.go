@@ -19,7 +19,8 @@
 //	               the stream (XGROUP CREATE ... 0 MKSTREAM) in the same script
 //	               as the first XADD, so the group sees every entry.
 //	p:{q}:delayed  ZSET of encoded messages scored by run-at (unix ms).
-//	p:{q}:dead     LIST of discard records, newest first, capped at
+//	p:{q}:dead     LIST of discard records (Consumer.Discard, undecodable
+//	               entries, poison messages), newest first, capped at
 //	               Config.DiscardMax.
 //	p:{q}:dead_dropped  STRING: how many records the cap trimmed.
 //
@@ -39,6 +40,19 @@
 // Extend resets the idle time so that the entry expires ttl from now, but no
 // further than one visibility timeout away: takers measure idleness against
 // their own visibility timeout, so consumers of one queue should share it.
+//
+// # Poison messages
+//
+// A message whose lease keeps running out most likely takes its worker down
+// (a crash, an OOM kill, a hang). Its lease expiries are its recoveries: the
+// ones carried in the stored message plus this entry's delivery count - 1.
+// When the XAUTOCLAIM that takes an entry over would give the message
+// Config.MaxRecoveries recoveries (default 3), fetch.lua moves it to the
+// discard list in the same script instead of delivering it, with reason
+// "conveyor: poison: lease expired <n> times" and its recoveries set to n.
+// The driver logs the entry and message IDs at Warn and counts them in
+// Stats().Poisoned. Recoveries are not attempts: handler failures (retries)
+// are counted apart, in Message.Attempt.
 //
 // # Deletion, never trimming
 //

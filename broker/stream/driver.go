@@ -20,6 +20,7 @@ type Driver struct {
 	reclaimed      atomic.Int64
 	deletedPending atomic.Int64
 	released       atomic.Int64
+	poisoned       atomic.Int64
 }
 
 var _ broker.Driver = (*Driver)(nil)
@@ -72,6 +73,12 @@ type Stats struct {
 	// Released counts deliveries handed back at once because Fetch read them
 	// after its caller had given up (context done or consumer closed).
 	Released int64
+	// Poisoned counts messages moved to the discard list because their
+	// lease expired Config.MaxRecoveries times (see DESIGN invariant 3):
+	// they would most likely take down the next worker too. The driver logs
+	// their entry and message IDs at Warn. They are not counted in
+	// Reclaimed, as they were not delivered again.
+	Poisoned int64
 }
 
 // Stats returns the driver's counters.
@@ -80,6 +87,7 @@ func (d *Driver) Stats() Stats {
 		Reclaimed:           d.reclaimed.Load(),
 		DeletedWhilePending: d.deletedPending.Load(),
 		Released:            d.released.Load(),
+		Poisoned:            d.poisoned.Load(),
 	}
 }
 

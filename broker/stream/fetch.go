@@ -54,8 +54,8 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 		if len(r.ds) > 0 {
 			return r.ds, nil
 		}
-		if r.read > 0 {
-			continue // all were undecodable (and discarded): more may wait
+		if r.read > 0 || r.poisoned > 0 {
+			continue // all were undecodable or poison (and discarded): more may wait
 		}
 		wait := c.d.cfg.PollInterval
 		if r.nextDue >= 0 {
@@ -78,6 +78,7 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 type fetchResult struct {
 	ds       []*broker.Delivery
 	read     int   // entries read, including undecodable ones not in ds
+	poisoned int   // entries discarded as poison instead of delivered
 	nextDue  int64 // ms until the next delayed message, -1 for none
 	noStream bool
 }
@@ -116,8 +117,8 @@ func (c *consumer) runFetch(ctx context.Context, max int) (fetchResult, error) {
 		return c.readNew(ctx, max, start)
 	}
 
-	v, err := fetchScript.Run(ctx, c.d.rdb, []string{c.keys.stream, c.keys.delayed},
-		c.d.cfg.Group, c.name, max, c.vtMS, cursor, promoteLimit)
+	v, err := fetchScript.Run(ctx, c.d.rdb, c.fetchKeys(),
+		c.d.cfg.Group, c.name, max, c.vtMS, cursor, promoteLimit, c.d.cfg.MaxRecoveries, c.d.cfg.DiscardMax)
 	if err != nil {
 		return fetchResult{}, err
 	}
@@ -171,8 +172,8 @@ func (c *consumer) runFetch(ctx context.Context, max int) (fetchResult, error) {
 // an entry it returns is in this consumer's pending list, like one fetch.lua
 // reads.
 func (c *consumer) readNew(ctx context.Context, max int, start time.Time) (fetchResult, error) {
-	keys := []string{c.keys.stream, c.keys.delayed}
-	args := []any{c.d.cfg.Group, c.name, 0, c.vtMS, "", promoteLimit}
+	keys := c.fetchKeys()
+	args := []any{c.d.cfg.Group, c.name, 0, c.vtMS, "", promoteLimit, c.d.cfg.MaxRecoveries, c.d.cfg.DiscardMax}
 	pipe := c.d.rdb.Pipeline()
 	sc := fetchScript.EvalSha(ctx, pipe, keys, args...)
 	rc := pipe.XReadGroup(ctx, &redis.XReadGroupArgs{
@@ -229,26 +230,37 @@ func (c *consumer) readNew(ctx context.Context, max int, start time.Time) (fetch
 	return res, nil
 }
 
+// fetchKeys returns fetch.lua's KEYS.
+func (c *consumer) fetchKeys() []string {
+	return []string{c.keys.stream, c.keys.delayed, c.keys.dead, c.keys.deadDropped}
+}
+
 // parseFetch parses fetch.lua's reply: the next XAUTOCLAIM cursor ("" when
 // the call did not reclaim) and the entries as flat triples. It reports the
-// entries XAUTOCLAIM found deleted.
+// entries XAUTOCLAIM found deleted and those discarded as poison.
 func (c *consumer) parseFetch(ctx context.Context, v any) (res fetchResult, next string, rest []any, err error) {
 	reply, ok := v.([]any)
-	if !ok || len(reply) < 4 {
+	if !ok || len(reply) < 5 {
 		return res, "", nil, fmt.Errorf("fetch.lua: unexpected reply %T", v)
 	}
 	next, _ = reply[0].(string)
 	nextDue, _ := reply[1].(int64)
 	noStream, _ := reply[2].(int64)
 	ndel, _ := reply[3].(int64)
-	rest = reply[4:]
-	if ndel < 0 || int(ndel) > len(rest) || (len(rest)-int(ndel))%3 != 0 {
+	npoison, _ := reply[4].(int64)
+	rest = reply[5:]
+	if ndel < 0 || npoison < 0 || ndel+2*npoison > int64(len(rest)) || (len(rest)-int(ndel+2*npoison))%3 != 0 {
 		return res, "", nil, fmt.Errorf("fetch.lua: malformed reply")
 	}
 	if ndel > 0 {
 		c.reportDeleted(ctx, rest[:ndel])
 	}
-	return fetchResult{nextDue: nextDue, noStream: noStream == 1}, next, rest[ndel:], nil
+	rest = rest[ndel:]
+	if npoison > 0 {
+		c.reportPoisoned(ctx, rest[:2*npoison])
+	}
+	rest = rest[2*npoison:]
+	return fetchResult{nextDue: nextDue, noStream: noStream == 1, poisoned: int(npoison)}, next, rest, nil
 }
 
 // decode fills d from a stream entry. A message that cannot be decoded is
@@ -286,6 +298,26 @@ func (c *consumer) reportDeleted(ctx context.Context, raw []any) {
 	c.d.cfg.Logger.LogAttrs(ctx, slog.LevelWarn,
 		"stream: pending entries were deleted from the stream (XDEL or trim by hand); their messages are lost",
 		slog.String("queue", c.queue), slog.Any("entry_ids", ids))
+}
+
+// reportPoisoned logs and counts the entries fetch.lua moved to the discard
+// list as poison; raw holds pairs of entry ID and message ID. An operator
+// should learn that a message keeps killing workers even though nothing is
+// lost: the record waits in the discard list for a re-drive.
+func (c *consumer) reportPoisoned(ctx context.Context, raw []any) {
+	entries := make([]string, 0, len(raw)/2)
+	msgs := make([]string, 0, len(raw)/2)
+	for i := 0; i+1 < len(raw); i += 2 {
+		e, _ := raw[i].(string)
+		m, _ := raw[i+1].(string)
+		entries = append(entries, e)
+		msgs = append(msgs, m)
+	}
+	c.d.poisoned.Add(int64(len(entries)))
+	c.d.cfg.Logger.LogAttrs(ctx, slog.LevelWarn,
+		"stream: poison messages discarded: their lease expired MaxRecoveries times (a worker crashed or stalled on each)",
+		slog.String("queue", c.queue), slog.Int("max_recoveries", c.d.cfg.MaxRecoveries),
+		slog.Any("entry_ids", entries), slog.Any("message_ids", msgs))
 }
 
 // blockResult is the outcome of one blocking read.

@@ -29,7 +29,7 @@ func TestScriptsRunOnMiniredis(t *testing.T) {
 	}
 	ctx := context.Background()
 	later := msg("q", "later")
-	later.RunAt = time.Now().Add(50 * time.Millisecond)
+	later.RunAt = time.Now().Add(2 * time.Second) // due well after the first fetch, even on a loaded machine
 	if err := d.Enqueue(ctx, []*broker.Message{msg("q", "a"), msg("other", "x"), msg("q", "b"), later, msg("q", "c")}); err != nil {
 		t.Fatalf("enqueue: %v", err)
 	}
@@ -108,7 +108,7 @@ func TestFetchAfterScriptFlush(t *testing.T) {
 	}
 	ctx := context.Background()
 	later := msg("q", "later")
-	later.RunAt = time.Now().Add(50 * time.Millisecond)
+	later.RunAt = time.Now().Add(2 * time.Second) // due well after the first fetch, even on a loaded machine
 	if err := d.Enqueue(ctx, []*broker.Message{msg("q", "a"), later}); err != nil {
 		t.Fatalf("enqueue: %v", err)
 	}

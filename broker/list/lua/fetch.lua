@@ -1,12 +1,14 @@
 -- fetch.lua: lease up to ARGV[1] messages of one queue to a consumer.
 -- Before popping it promotes due delayed messages to the back of ready and
 -- hands messages whose lease ran out back to the front of ready (counting a
--- recovery), both bounded so that one call stays short. Each leased message
--- joins the lease ZSET as the very value popped (its deliveries is already
--- this delivery's count, the fencing token; see lib.lua): the lease entry
--- is the in-flight copy, there is no other. Identical values popped in one
--- batch (a producer stored the same message twice) are leased once: two
--- deliveries cannot share one lease entry.
+-- recovery), or to the discard list when that recovery would reach the
+-- poison cap ARGV[6] (see reclaim in lib.lua), all bounded so that one call
+-- stays short. Each leased message joins the lease ZSET as the very value
+-- popped (its deliveries is already this delivery's count, the fencing
+-- token; see lib.lua): the lease entry is the in-flight copy, there is no
+-- other. Identical values popped in one batch (a producer stored the same
+-- message twice) are leased once: two deliveries cannot share one lease
+-- entry.
 --
 -- KEYS[1] <prefix>:{<queue>}:ready         LIST of stored messages; LPUSH in, RPOP out
 -- KEYS[2] <prefix>:{<queue>}:lease         ZSET stored message being worked on,
@@ -18,10 +20,13 @@
 -- ARGV[2] visibility timeout, ms
 -- ARGV[3] max expired leases to reclaim
 -- ARGV[4] max delayed messages to promote
--- ARGV[5] max discard records kept
--- Reply: {deadline (unix ms), hint (ms), reclaimed, v1, ..., vn}: vi are the
--- leased messages, each the exact member of its lease; reclaimed counts the
--- expired leases this call handed back. When n is 0, hint is the time until
+-- ARGV[5] max discard records kept, >= 1
+-- ARGV[6] poison cap: the recovery count at which an expired lease's message
+--         is discarded instead of handed back; <= 0 turns the cap off
+-- Reply: {deadline (unix ms), hint (ms), reclaimed, poisoned, v1, ..., vn}:
+-- vi are the leased messages, each the exact member of its lease; reclaimed
+-- counts the expired leases this call handed back to ready, poisoned those
+-- it moved to the discard list as poison. When n is 0, hint is the time until
 -- the next delayed message is due or the next lease runs out (-1: neither),
 -- so the caller can bound its blocking wait.
 
@@ -36,13 +41,15 @@ if #due > 0 then
   bulk('LPUSH', ready, due)
 end
 
-local reclaimed = reclaim(ready, lease, now, tonumber(ARGV[3]))
+local dmax = tonumber(ARGV[5])
+local reclaimed, poisoned = reclaim(ready, lease, KEYS[4], KEYS[5], dmax,
+  tonumber(ARGV[6]), now, tonumber(ARGV[3]))
 
 local deadline = now + vt
 -- Scores go to ZADD as strings: Redis formats a Lua number argument with
 -- printf("%.17g"), once per member; this formats it once per call.
 local score = tostring(deadline)
-local out = {deadline, -1, reclaimed}
+local out = {deadline, -1, reclaimed, poisoned}
 local vs = redis.call('RPOP', ready, max)
 if vs then
   local seen, zadd = {}, {}
@@ -52,7 +59,7 @@ if vs then
     -- its bytes (Redis's Lua) and garbage to collect: 13% of the Redis
     -- instructions per job (callgrind) when fetch bumped deliveries itself.
     if not string.find(v, VALID) then
-      discard(KEYS[4], KEYS[5], tonumber(ARGV[5]), now, 'conveyor: malformed stored message', v)
+      discard(KEYS[4], KEYS[5], dmax, now, 'conveyor: malformed stored message', v)
     elseif not seen[v] then
       seen[v] = true
       zadd[#zadd + 1] = score
@@ -63,7 +70,7 @@ if vs then
   bulk('ZADD', lease, zadd)
 end
 
-if #out == 3 then
+if #out == 4 then
   local hint = -1
   local nd = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
   if nd[2] then

@@ -72,32 +72,59 @@ local function discard(dead, dropped, max, now, reason, v)
   end
 end
 
--- reclaim hands up to limit messages whose lease ran out by now back to the
--- FRONT of ready, earliest deadline first, counting a recovery (and
--- deliveries+1 for the next delivery), and returns how many moved. The lease
--- ZSET is read and changed in this one script, so two reapers running at
--- once can never move one message twice.
-local function reclaim(ready, lease, now, limit)
+-- poison_reason is the discard reason of a message whose lease ran out the
+-- n-th time and that the cap stops there (broker.PoisonReason starts it).
+local function poison_reason(n)
+  return 'conveyor: poison: lease expired ' .. n .. ' times'
+end
+
+-- reclaim takes up to limit messages whose lease ran out by now off the
+-- lease ZSET, earliest deadline first, counting a recovery on each. A crash
+-- recovery is not a handler failure: attempt stays as it is.
+--
+-- A message whose recoveries would reach maxrec (maxrec > 0) is poison: it
+-- took its worker down maxrec times, so it goes to the discard list (dead,
+-- dropped, dmax as for discard) as the stored message with recoveries+1,
+-- deliveries kept at its last delivery's count as discard.lua keeps it. The
+-- others go back to the FRONT of ready, deliveries+1 for the next delivery.
+--
+-- It returns how many went back to ready and how many were discarded. The
+-- lease ZSET is read and changed in this one script, so two reapers running
+-- at once can never move one message twice.
+local function reclaim(ready, lease, dead, dropped, dmax, maxrec, now, limit)
   local vs = redis.call('ZRANGEBYSCORE', lease, '-inf', now, 'LIMIT', 0, limit)
   if #vs == 0 then
-    return 0
+    return 0, 0
   end
   bulk('ZREM', lease, vs)
-  -- RPUSH the last first, so the first of vs is fetched next.
-  local back = {}
-  for i = #vs, 1, -1 do
+  local back, poisoned = {}, 0
+  for i = 1, #vs do
     local v = vs[i]
     local d, a, r, _, tail = parse(v)
-    if d then
-      v = build(d + 1, a, r + 1, tail)
-    end
-    -- fetch leases only values that parse, so v is one unless someone
-    -- wrote the lease ZSET by hand; then it goes back as it is, and fetch
+    -- fetch leases only values that parse, so d is set unless someone
+    -- wrote the lease ZSET by hand; then v goes back as it is, and fetch
     -- moves it to the discard list, where an operator can see it.
-    back[#back + 1] = v
+    if d then
+      local n = r + 1
+      if maxrec > 0 and n >= maxrec then
+        discard(dead, dropped, dmax, now, poison_reason(n), build(d, a, n, tail))
+        poisoned = poisoned + 1
+        v = nil
+      else
+        v = build(d + 1, a, n, tail)
+      end
+    end
+    if v then
+      back[#back + 1] = v
+    end
   end
-  bulk('RPUSH', ready, back)
-  return #vs
+  -- RPUSH the last first, so the first of vs is fetched next.
+  local rev = {}
+  for i = #back, 1, -1 do
+    rev[#rev + 1] = back[i]
+  end
+  bulk('RPUSH', ready, rev)
+  return #back, poisoned
 end
 
 -- settle_check looks up each (value, token) pair in ARGV from index first:

@@ -1,11 +1,21 @@
--- reap.lua: one bounded step of crash recovery for one queue: requeues up to
--- ARGV[1] messages whose lease ran out to the FRONT of ready, recoveries+1.
--- There is nothing else to recover: the lease ZSET is the in-flight
--- structure, so no message can be in flight without a lease.
+-- reap.lua: one bounded step of crash recovery for one queue: takes up to
+-- ARGV[1] messages whose lease ran out and requeues each to the FRONT of
+-- ready, recoveries+1, or discards it as poison when that recovery would
+-- reach the cap ARGV[2] (see reclaim in lib.lua). There is nothing else to
+-- recover: the lease ZSET is the in-flight structure, so no message can be
+-- in flight without a lease.
 --
--- KEYS[1] <prefix>:{<queue>}:ready  LIST of stored messages
--- KEYS[2] <prefix>:{<queue>}:lease  ZSET stored message in flight, score = lease deadline (unix ms)
--- ARGV[1] max expired leases to reclaim, >= 1
--- Reply: the number of messages requeued.
+-- KEYS[1] <prefix>:{<queue>}:ready         LIST of stored messages
+-- KEYS[2] <prefix>:{<queue>}:lease         ZSET stored message in flight, score = lease deadline (unix ms)
+-- KEYS[3] <prefix>:{<queue>}:dead          LIST of discard records, newest first
+-- KEYS[4] <prefix>:{<queue>}:dead_dropped  STRING count of records trimmed off the discard list
+-- ARGV[1] max expired leases to take, >= 1
+-- ARGV[2] poison cap: the recovery count at which an expired lease's message
+--         is discarded instead of requeued; <= 0 turns the cap off
+-- ARGV[3] max discard records kept, >= 1
+-- Reply: {requeued, poisoned}: how many went back to ready and how many to
+-- the discard list; together they are the expired leases taken.
 
-return reclaim(KEYS[1], KEYS[2], now_ms(), tonumber(ARGV[1]))
+local requeued, poisoned = reclaim(KEYS[1], KEYS[2], KEYS[3], KEYS[4],
+  tonumber(ARGV[3]), tonumber(ARGV[2]), now_ms(), tonumber(ARGV[1]))
+return {requeued, poisoned}

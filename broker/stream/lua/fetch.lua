@@ -6,6 +6,16 @@
 -- from the PEL and names them: they are returned so the caller reports them);
 -- then read new entries with XREADGROUP ... > (non-blocking).
 --
+-- Poison cap (DESIGN invariant 3): a taken-over entry has had
+-- <stored recoveries> + <delivery count after the claim> - 1 lease expiries.
+-- When that reaches ARGV[7] (> 0), the entry is XACKed and XDELed instead
+-- of delivered, and a discard record "d1,<unix ms>,<len(reason)>:<reason>
+-- <encoded message>" with reason "conveyor: poison: lease expired <n> times"
+-- is pushed on the discard list, the stored message's recoveries set to n
+-- (as discard.lua does). The list is capped at ARGV[8], the trimmed records
+-- counted in KEYS[4]. Like ack.lua, a stream left empty with nothing
+-- pending is deleted (reply [3] is then 1 and nothing is read).
+--
 -- With ARGV[3] = 0 it only promotes and reports: the driver then reads new
 -- entries itself, pipelined right after this call, because handing entries
 -- through Lua costs Redis about as much again as reading them. It runs the
@@ -13,6 +23,8 @@
 --
 -- KEYS[1]  <prefix>:{<queue>}:stream   STREAM with the consumer group ARGV[1]
 -- KEYS[2]  <prefix>:{<queue>}:delayed  ZSET, score = run-at (unix ms)
+-- KEYS[3]  <prefix>:{<queue>}:dead     LIST of discard records, newest first
+-- KEYS[4]  <prefix>:{<queue>}:dead_dropped  STRING count of records the cap trimmed
 -- ARGV[1]  consumer group name
 -- ARGV[2]  consumer name
 -- ARGV[3]  max messages to return (the caller caps it at 1000); 0 reads nothing
@@ -20,6 +32,9 @@
 -- ARGV[4]  visibility timeout (ms): the idle time after which an entry is taken over
 -- ARGV[5]  XAUTOCLAIM cursor ("0-0" to start a pass), or "" to skip reclaiming
 -- ARGV[6]  max delayed messages to promote in this call
+-- ARGV[7]  lease expiries (count) at which a taken-over entry is discarded as
+--          poison; 0 or less: never
+-- ARGV[8]  max length of the discard list (count)
 --
 -- Reply: a flat array
 --   [1] next XAUTOCLAIM cursor ("" when reclaiming was skipped)
@@ -27,13 +42,16 @@
 --       (only computed when nothing was fetched, else -1)
 --   [3] 1 when the stream does not exist (nothing to read; block on its creation), else 0
 --   [4] d = number of entry IDs XAUTOCLAIM found deleted while pending
---   [5 .. 4+d] those IDs
+--   [5] p = number of entries discarded as poison
+--   [6 .. 5+d] the deleted entry IDs
+--   then p pairs: poisoned entry ID, message ID ("" if the message does not parse)
 --   then per message three items: entry ID, delivery count (what fences the
 --   delivery, with the owner), encoded message ("" if the entry has no field "m")
--- Bounded: promotion by ARGV[6], reclaim and read by ARGV[3].
-local stream, delayed = KEYS[1], KEYS[2]
+-- Bounded: promotion by ARGV[6], reclaim (and so poison discards) and read by ARGV[3].
+local stream, delayed, dead = KEYS[1], KEYS[2], KEYS[3]
 local group, me = ARGV[1], ARGV[2]
 local max = tonumber(ARGV[3])
+local maxRecoveries = tonumber(ARGV[7])
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -65,7 +83,7 @@ local function next_due()
 end
 
 if not exists then
-  return {'', next_due(), 1, 0}
+  return {'', next_due(), 1, 0, 0}
 end
 
 local function body(fields)
@@ -79,8 +97,10 @@ local function body(fields)
   return ''
 end
 
-local out = {'', -1, 0, 0}
+local out = {'', -1, 0, 0, 0}
 local got = 0
+-- Triples of the entries to deliver, appended to out after the IDs.
+local ds = {}
 
 if ARGV[5] ~= '' then
   local r = redis.call('XAUTOCLAIM', stream, group, me, ARGV[4], ARGV[5], 'COUNT', max)
@@ -90,6 +110,7 @@ if ARGV[5] ~= '' then
   for i = 1, #deleted do
     out[#out + 1] = deleted[i]
   end
+  local poisoned, records = {}, {}
   for _, e in ipairs(r[2]) do
     local id = e[1]
     local p = redis.call('XPENDING', stream, group, id, id, 1)[1]
@@ -97,25 +118,73 @@ if ARGV[5] ~= '' then
     if p then
       count = p[4]
     end
-    out[#out + 1] = id
-    out[#out + 1] = count
-    out[#out + 1] = body(e[2])
-    got = got + 1
+    local m = body(e[2])
+    -- Lease expiries so far: those of earlier entries of this message,
+    -- carried in the stored header, and this entry's (count - 1).
+    local d, a, rec, pos = string.match(m, '^1,(%d+),(%d+),(%d+),()')
+    local n = count - 1
+    if d then
+      n = n + tonumber(rec)
+    end
+    if maxRecoveries > 0 and n >= maxRecoveries then
+      local mid = ''
+      if d then
+        local l, ipos = string.match(string.sub(m, pos, pos + 20), '^(%d+):()')
+        if l then
+          ipos = pos + ipos - 1
+          mid = string.sub(m, ipos, ipos + tonumber(l) - 1)
+        end
+        m = '1,' .. d .. ',' .. a .. ',' .. n .. ',' .. string.sub(m, pos)
+      end
+      poisoned[#poisoned + 1] = id
+      records[#records + 1] = {n, m}
+      out[#out + 1] = id
+      out[#out + 1] = mid
+    else
+      ds[#ds + 1] = id
+      ds[#ds + 1] = count
+      ds[#ds + 1] = m
+      got = got + 1
+    end
+  end
+  if #poisoned > 0 then
+    out[5] = #poisoned
+    redis.call('XACK', stream, group, unpack(poisoned))
+    redis.call('XDEL', stream, unpack(poisoned))
+    local len = 0
+    for i = 1, #records do
+      local reason = 'conveyor: poison: lease expired ' .. records[i][1] .. ' times'
+      len = redis.call('LPUSH', dead, 'd1,' .. now .. ',' .. #reason .. ':' .. reason .. records[i][2])
+    end
+    local cap = tonumber(ARGV[8])
+    if len > cap then
+      redis.call('LTRIM', dead, 0, cap - 1)
+      redis.call('INCRBY', KEYS[4], len - cap)
+    end
+    if redis.call('XLEN', stream) == 0 and redis.call('XPENDING', stream, group)[1] == 0 then
+      -- As ack.lua: a drained queue leaves no stream (or group) behind.
+      redis.call('DEL', stream)
+      out[3] = 1
+      exists = false
+    end
   end
 end
 
-if got < max then
+if exists and got < max then
   local r = redis.call('XREADGROUP', 'GROUP', group, me, 'COUNT', max - got, 'STREAMS', stream, '>')
   if r and r[1] then
     for _, e in ipairs(r[1][2]) do
-      out[#out + 1] = e[1]
-      out[#out + 1] = 1
-      out[#out + 1] = body(e[2])
+      ds[#ds + 1] = e[1]
+      ds[#ds + 1] = 1
+      ds[#ds + 1] = body(e[2])
       got = got + 1
     end
   end
 end
 
+for i = 1, #ds do
+  out[#out + 1] = ds[i]
+end
 if got == 0 then
   out[2] = next_due()
 end

@@ -449,16 +449,46 @@ func (p *Pool) acker(stop <-chan struct{}) {
 		for _, t := range batch {
 			ds = append(ds, t.d)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		errs := perDelivery(ds, p.cons.Ack(ctx, ds...))
-		cancel()
-		for i, t := range batch {
-			if errs[i] != nil {
-				p.log.Warn("ack failed", append(p.jobAttrs(t.d), "err", errs[i])...)
-			}
+		p.ackWithRetries(ds)
+		for _, t := range batch {
 			p.finish(t)
 			p.acking.Done()
 		}
+	}
+}
+
+// ackRetryDelays are the pauses before acking again the jobs whose ack
+// failed for another reason than a lost lease (Redis briefly out of reach):
+// an ack given up on brings the job back after its lease, counted as a crash
+// recovery, which should not happen for a blip.
+var ackRetryDelays = []time.Duration{50 * time.Millisecond, 250 * time.Millisecond, time.Second}
+
+// ackWithRetries acks ds, trying again those that failed transiently.
+func (p *Pool) ackWithRetries(ds []*broker.Delivery) {
+	for try := 0; ; try++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		errs := perDelivery(ds, p.cons.Ack(ctx, ds...))
+		cancel()
+		var (
+			again   []*broker.Delivery
+			lastErr error
+		)
+		for i, err := range errs {
+			switch {
+			case err == nil:
+			case errors.Is(err, broker.ErrLeaseLost) || try == len(ackRetryDelays):
+				p.log.Warn("ack failed", append(p.jobAttrs(ds[i]), "err", err)...)
+			default:
+				again = append(again, ds[i])
+				lastErr = err
+			}
+		}
+		if len(again) == 0 {
+			return
+		}
+		p.log.Info("ack failed; trying again", "jobs", len(again), "err", lastErr, "in", ackRetryDelays[try])
+		time.Sleep(ackRetryDelays[try])
+		ds = again
 	}
 }
 

@@ -2,10 +2,12 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/hashicorp/go-multierror"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/codec"
@@ -25,6 +27,20 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 	single, err := broker.ValidateBatch(msgs)
 	if err != nil {
 		return fmt.Errorf("stream: enqueue: %w", err)
+	}
+	if single && len(msgs) == 1 && d.cfg.MaxLen == 0 && msgs[0].RunAt.IsZero() {
+		// A stream exists only together with its group: enqueue.lua creates
+		// both, and a drained stream is deleted with its group. So while the
+		// stream exists a plain XADD is as safe as the script and cheaper;
+		// NOMKSTREAM leaves a missing stream to the script, which creates it.
+		k := d.keys(msgs[0].Queue)
+		err := d.rdb.XAdd(ctx, &redis.XAddArgs{Stream: k.stream, NoMkStream: true, Values: []any{"m", codec.Encode(msgs[0], 0)}}).Err()
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, redis.Nil) {
+			return fmt.Errorf("stream: enqueue: %w", err)
+		}
 	}
 	if single && len(msgs) <= maxBatch {
 		k := d.keys(msgs[0].Queue)

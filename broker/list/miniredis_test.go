@@ -20,15 +20,9 @@ import (
 // server has no scripts loaded, which also drives Enqueue's NOSCRIPT path.
 func TestScriptsRunOnMiniredis(t *testing.T) {
 	t.Parallel()
-	mr := miniredis.RunT(t)
+	mr, rc, d := onMiniredis(t, &list.Config{DiscardMax: 5})
 	now := time.Now()
 	mr.SetTime(now)
-	rc := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { _ = rc.Close() })
-	d, err := list.New(rc, &list.Config{DiscardMax: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	later := msg("q", "later")
 	later.RunAt = now.Add(time.Hour)
@@ -96,22 +90,9 @@ func TestScriptsRunOnMiniredis(t *testing.T) {
 // fetch.lua spells out on gopher-lua too (its number formatting differs).
 func TestTokenCountsOnMiniredis(t *testing.T) {
 	t.Parallel()
-	mr := miniredis.RunT(t)
-	rc := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { _ = rc.Close() })
-	d, err := list.New(rc, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, d := onMiniredis(t, nil)
+	c := leaseOne(t, d)
 	ctx := context.Background()
-	if err := d.Enqueue(ctx, []*broker.Message{msg("q", "a")}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := d.Open(ctx, "q", &broker.ConsumerOptions{VisibilityTimeout: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
 	for want := 1; want <= 12; want++ {
 		dl := fetch(t, c, 1)[0]
 		if dl.Token != strconv.Itoa(want) {
@@ -121,4 +102,34 @@ func TestTokenCountsOnMiniredis(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// onMiniredis returns an embedded Redis, a client on it and a list driver
+// with cfg, all closed when t ends.
+func onMiniredis(t *testing.T, cfg *list.Config) (*miniredis.Miniredis, redis.UniversalClient, *list.Driver) {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	rc := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rc.Close() })
+	d, err := list.New(rc, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mr, rc, d
+}
+
+// leaseOne enqueues message "a" on queue "q" of d and opens a consumer of
+// "q" with a one-minute lease, closed when t ends.
+func leaseOne(t *testing.T, d *list.Driver) broker.Consumer {
+	t.Helper()
+	ctx := context.Background()
+	if err := d.Enqueue(ctx, []*broker.Message{msg("q", "a")}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := d.Open(ctx, "q", &broker.ConsumerOptions{VisibilityTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
 }

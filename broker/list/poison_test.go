@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor/broker"
@@ -216,24 +215,11 @@ func TestPoisonCapOneDiscardsOnFirstExpiry(t *testing.T) {
 // gopher-lua, whose number formatting differs from Redis's Lua.
 func TestPoisonOnMiniredis(t *testing.T) {
 	t.Parallel()
-	mr := miniredis.RunT(t)
+	mr, rc, d := onMiniredis(t, nil)
 	now := time.Now()
 	mr.SetTime(now)
-	rc := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { _ = rc.Close() })
-	d, err := list.New(rc, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	if err := d.Enqueue(ctx, []*broker.Message{msg("q", "a")}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := d.Open(ctx, "q", &broker.ConsumerOptions{VisibilityTimeout: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
+	c := leaseOne(t, d)
 	for i := range 3 {
 		if i > 0 {
 			now = now.Add(2 * time.Minute) // the lease runs out

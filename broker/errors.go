@@ -74,3 +74,21 @@ type QueueError struct {
 func (e *QueueError) Error() string { return fmt.Sprintf("queue %q: %v", e.Queue, e.Err) }
 
 func (e *QueueError) Unwrap() error { return e.Err }
+
+// ErrDuplicate is wrapped by every *DuplicateError.
+var ErrDuplicate = errors.New("conveyor: duplicate")
+
+// DuplicateError reports a message refused because a pending timer of its
+// queue already has its ID. The other messages of the same Enqueue call are
+// stored; a driver's Enqueue returns one *DuplicateError per refused message
+// (in a *multierror.Error when there are several errors).
+type DuplicateError struct {
+	Queue string
+	ID    string
+}
+
+func (e *DuplicateError) Error() string {
+	return fmt.Sprintf("conveyor: queue %q already has a pending timer %q", e.Queue, e.ID)
+}
+
+func (e *DuplicateError) Unwrap() error { return ErrDuplicate }

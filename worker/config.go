@@ -41,6 +41,10 @@ type Config struct {
 	Middleware []conveyor.Middleware
 	// Logger receives the pool's logs. Defaults to discarding them.
 	Logger *slog.Logger
+	// NoPromoter turns off the delay.Promoter the pool runs for its queue
+	// when the driver has timers (list, stream). A delayed job or a retry
+	// waits for a promoter; turn it off only when other processes run one.
+	NoPromoter bool
 }
 
 func (c Config) withDefaults() (Config, error) {

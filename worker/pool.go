@@ -145,7 +145,9 @@ func (p *Pool) Run(ctx context.Context) error {
 		p.acker(ackDone)
 	}()
 
+	promoterStopped := p.startPromoter(fetchCtx)
 	p.fetchLoop(fetchCtx, handlerCtx)
+	<-promoterStopped
 	p.drain(cancelHandlers)
 	p.acking.Wait()
 	close(ackDone)

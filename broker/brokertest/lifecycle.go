@@ -15,6 +15,9 @@ import (
 func testNoKeysLeft(t *testing.T, e *env) {
 	const q, n = "nokeys", 6
 	c := Open(t, e.d, q, nil)
+	if e.caps.Delay {
+		Promote(t, e.d, q)
+	}
 	msgs := make([]*broker.Message, n)
 	for i := range msgs {
 		msgs[i] = NewMessage(q, i)

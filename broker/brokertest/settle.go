@@ -13,6 +13,9 @@ import (
 func testRetry(t *testing.T, e *env) {
 	const q = "retry"
 	c := Open(t, e.d, q, nil)
+	if e.caps.Delay {
+		Promote(t, e.d, q)
+	}
 	m := NewMessage(q, 1)
 	m.Headers = map[string]string{"k": "v"}
 	m.MaxAttempts = 5
@@ -105,6 +108,7 @@ func testRelease(t *testing.T, e *env) {
 func testDelayedEnqueue(t *testing.T, e *env) {
 	const q = "delayed"
 	c := Open(t, e.d, q, nil)
+	Promote(t, e.d, q)
 	later := NewMessage(q, 1)
 	later.RunAt = time.Now().Add(500 * time.Millisecond)
 	past := NewMessage(q, 2)

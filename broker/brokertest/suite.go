@@ -36,7 +36,7 @@ func fanOut(c broker.Capabilities) bool      { return c.FanOut }
 func fifo(c broker.Capabilities) bool        { return c.FIFO }
 func extend(c broker.Capabilities) bool      { return c.Extend && c.AtLeastOnce }
 func discard(c broker.Capabilities) bool     { return c.Discard && c.AtLeastOnce }
-func delay(c broker.Capabilities) bool       { return c.Delay }
+func delays(c broker.Capabilities) bool      { return c.Delay }
 func lacksSomething(c broker.Capabilities) bool {
 	return !c.AtLeastOnce || !c.Delay || !c.Extend || !c.Discard
 }
@@ -57,7 +57,7 @@ var tests = []test{
 	{"Release", atLeastOnce, "AtLeastOnce", testRelease},
 	{"Discard", discard, "Discard and AtLeastOnce", testDiscard},
 	{"PoisonDiscarded", discard, "Discard and AtLeastOnce", testPoison},
-	{"DelayedEnqueue", delay, "Delay", testDelayedEnqueue},
+	{"DelayedEnqueue", delays, "Delay", testDelayedEnqueue},
 	{"UnsupportedOperations", lacksSomething, "nothing (it has every capability)", testUnsupported},
 	{"NoKeysLeft", always, "", testNoKeysLeft},
 	{"HostileQueueNames", always, "", testHostileQueueNames},

@@ -34,7 +34,7 @@ type consumer struct {
 	k     *queueKeys
 	vt    time.Duration
 	// fetchTail is fetch.lua's ARGV after max, boxed once.
-	fetchTail [5]any
+	fetchTail [4]any
 
 	// mu orders Close after every wait has registered in waits, so that
 	// Close can wait for them all (sync.WaitGroup forbids Add racing Wait).
@@ -52,8 +52,8 @@ func newConsumer(d *Driver, queue string, vt time.Duration) *consumer {
 		queue: queue,
 		k:     d.keys(queue),
 		vt:    vt,
-		fetchTail: [5]any{
-			vt.Milliseconds(), d.cfg.ReapBatch, d.cfg.ReapBatch, d.cfg.DiscardMax, d.cfg.MaxRecoveries,
+		fetchTail: [4]any{
+			vt.Milliseconds(), d.cfg.ReapBatch, d.cfg.DiscardMax, d.cfg.MaxRecoveries,
 		},
 		done: make(chan struct{}),
 	}
@@ -62,7 +62,7 @@ func newConsumer(d *Driver, queue string, vt time.Duration) *consumer {
 // Fetch leases between 1 and max deliveries (at most 1000 per call). When
 // the queue has nothing ready it blocks in Redis (BLMOVE on the ready list
 // onto itself: it moves nothing, so abandoning it loses nothing) for at most
-// a second, or until the next delayed message or lease deadline, then looks
+// a second, or until the next lease deadline, then looks
 // again. It returns ctx.Err() as soon as ctx is done, and broker.ErrClosed
 // once the consumer is closed.
 func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, error) {

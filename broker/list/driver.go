@@ -12,6 +12,7 @@ import (
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/keys"
+	"github.com/conveyorq/conveyor/internal/timers"
 )
 
 // Driver is the list driver: an at-least-once, FIFO broker.Driver on Redis
@@ -26,6 +27,8 @@ type Driver struct {
 	// without bound.
 	keyCache sync.Map // string -> *queueKeys
 	keyCount atomic.Int64
+
+	*timers.Methods // broker.Timers, see timers.go
 }
 
 var _ broker.Driver = (*Driver)(nil)
@@ -39,7 +42,9 @@ func New(client redis.UniversalClient, cfg *Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Driver{client: client, cfg: c, log: c.Logger}, nil
+	d := &Driver{client: client, cfg: c, log: c.Logger}
+	d.Methods = d.timerMethods()
+	return d, nil
 }
 
 // Capabilities reports what the list driver promises.
@@ -79,6 +84,8 @@ func (d *Driver) keys(queue string) *queueKeys {
 // built once (go-redis copies them into each command).
 type queueKeys struct {
 	ready, lease, delayed, dead, dropped string
+	timers                               timers.Keys
+	promoteTo                            timers.Target
 
 	enqueue, fetch, ack, retry, release, discard, extend, reap []string
 }
@@ -89,14 +96,16 @@ func newQueueKeys(prefix, queue string) *queueKeys {
 	k := &queueKeys{
 		ready:   q.Part("ready"),
 		lease:   q.Part("lease"),
-		delayed: q.Part("delayed"),
 		dead:    q.Part("dead"),
 		dropped: q.Part("dead_dropped"),
+		timers:  timers.QueueKeys(prefix, queue),
 	}
-	k.enqueue = []string{k.ready, k.delayed, k.lease}
-	k.fetch = []string{k.ready, k.lease, k.delayed, k.dead, k.dropped}
+	k.delayed = k.timers.Delayed
+	k.promoteTo = timers.Target{Key: k.ready}
+	k.enqueue = []string{k.ready, k.delayed, k.lease, k.timers.Timers}
+	k.fetch = []string{k.ready, k.lease, k.dead, k.dropped}
 	k.ack = []string{k.lease}
-	k.retry = []string{k.ready, k.lease, k.delayed}
+	k.retry = []string{k.ready, k.lease, k.delayed, k.timers.Timers}
 	k.release = []string{k.ready, k.lease}
 	k.discard = []string{k.lease, k.dead, k.dropped}
 	k.extend = []string{k.lease}

@@ -10,12 +10,15 @@ import (
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/codec"
 	"github.com/conveyorq/conveyor/internal/script"
+	"github.com/conveyorq/conveyor/internal/timers"
 )
 
 // Enqueue stores msgs: one enqueue.lua call per queue (all or none of that
 // queue's messages), all of them in one round trip. Every message is
 // validated first; if one is invalid nothing is stored. A message with a
-// RunAt after now (Redis time) is delayed until then.
+// RunAt after now (Redis time) becomes a timer, due then (see Promote); one
+// whose ID a pending timer of its queue has is refused with a
+// *broker.DuplicateError while the others are stored.
 //
 // Messages of different queues cannot be stored atomically together (their
 // keys may live on different cluster nodes): when one queue refuses its
@@ -40,11 +43,11 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 	}
 	if single {
 		q := msgs[0].Queue
-		_, err := enqueueScript.Run(ctx, d.client, d.keys(q).enqueue, d.enqueueArgs(msgs, now)...)
+		v, err := enqueueScript.Run(ctx, d.client, d.keys(q).enqueue, d.enqueueArgs(msgs, now)...)
 		if err != nil {
 			return fmt.Errorf("list: enqueue %q: %w", q, err)
 		}
-		return nil
+		return timers.Duplicates(msgs, v).ErrorOrNil()
 	}
 	return d.enqueueMany(ctx, msgs, now)
 }
@@ -61,22 +64,22 @@ func (d *Driver) enqueueMany(ctx context.Context, msgs []*broker.Message, now ti
 	for i, c := range calls {
 		if c.Err != nil {
 			errs = multierror.Append(errs, &broker.QueueError{Queue: groups[i][0].Queue, Err: fmt.Errorf("list: enqueue: %w", c.Err)})
+			continue
+		}
+		if dups := timers.Duplicates(groups[i], c.Val); dups != nil {
+			errs = multierror.Append(errs, dups.Errors...)
 		}
 	}
 	return errs.ErrorOrNil()
 }
 
-// enqueueArgs builds enqueue.lua's ARGV: the cap, then run-at and the
+// enqueueArgs builds enqueue.lua's ARGV: the cap, then run-at, ID and the
 // stored form of each message.
 func (d *Driver) enqueueArgs(msgs []*broker.Message, now time.Time) []any {
-	args := make([]any, 1, 1+2*len(msgs))
+	args := make([]any, 1, 1+3*len(msgs))
 	args[0] = d.cfg.MaxLen
 	for _, m := range msgs {
-		var at int64
-		if !m.RunAt.IsZero() {
-			at = max(m.RunAt.UnixMilli(), 0) // before 1970: run now
-		}
-		args = append(args, at, stored(m, now))
+		args = append(args, timers.Score(m.RunAt), m.ID, stored(m, now))
 	}
 	return args
 }

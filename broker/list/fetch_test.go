@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/broker/brokertest"
 	"github.com/conveyorq/conveyor/internal/redistest"
 )
 
@@ -139,8 +140,9 @@ func TestDelayedMessageIsFetchedOnceDue(t *testing.T) {
 	if got := ids(first); !slices.Equal(got, []string{"now"}) {
 		t.Fatalf("first fetch: %v, want only [now]", got)
 	}
-	// This Fetch blocks until the delayed message is due: the wait is
-	// bounded by the due time fetch.lua reports.
+	brokertest.Promote(t, e.d, "q")
+	// This Fetch blocks until the promoter moves the timer to ready when
+	// due: its LPUSH wakes the blocked Fetch.
 	second := fetch(t, c, 10)
 	got := time.Now()
 	if ids(second)[0] != "later" || len(second) != 1 {

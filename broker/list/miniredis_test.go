@@ -71,6 +71,9 @@ func TestScriptsRunOnMiniredis(t *testing.T) {
 	if err != nil || n != 2 {
 		t.Fatalf("reap: %d, %v; want 2", n, err)
 	}
+	if p, err := d.Promote(ctx, "q", 10); err != nil || p.Promoted != 1 || p.Next >= 0 {
+		t.Fatalf("promote: %+v, %v; want 1 promoted and none left", p, err)
+	}
 	ds = fetch(t, c, 10)
 	// Equal deadlines: the reaper takes them in member order, and c's
 	// stored value ("1,2,0,...") sorts before b's ("1,2,1,...": attempt 1).

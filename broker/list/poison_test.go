@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/broker/brokertest"
 	"github.com/conveyorq/conveyor/broker/list"
 	"github.com/conveyorq/conveyor/internal/codec"
 	"github.com/conveyorq/conveyor/internal/redistest"
@@ -97,6 +98,7 @@ func TestPoisonAfterThreeLeaseExpiries(t *testing.T) {
 	b := msg("q", "b")
 	b.RunAt = last.LeaseDeadline.Add(time.Millisecond)
 	e.enqueue(b)
+	brokertest.Promote(t, e.d, "q")
 	c := e.open("q", time.Minute)
 	ds := fetch(t, c, 10)
 	if got := ids(ds); !slices.Equal(got, []string{"b"}) {

@@ -4,12 +4,13 @@ import (
 	_ "embed"
 
 	"github.com/conveyorq/conveyor/internal/script"
+	"github.com/conveyorq/conveyor/internal/timers"
 )
 
 // lib.lua holds helpers every script uses. Redis has no shared script
 // modules outside FUNCTION (which miniredis lacks), so each script is the
-// fixed text of lib.lua followed by its own file: still one EVAL, still
-// fixed text, and the helpers are written and tested once.
+// fixed text of the libraries followed by its own file: still one EVAL,
+// still fixed text, and the helpers are written and tested once.
 var (
 	//go:embed lua/lib.lua
 	libLua string
@@ -31,15 +32,19 @@ var (
 	reapLua string
 )
 
+// lib is what every script starts with: internal/timers' helpers, then the
+// driver's own.
+var lib = timers.Lib + libLua
+
 // The scripts are immutable after init; sharing them between drivers lets
 // every driver reuse the SHA the server already has.
 var (
-	enqueueScript = script.New("list.enqueue", libLua+enqueueLua)
-	fetchScript   = script.New("list.fetch", libLua+fetchLua)
-	ackScript     = script.New("list.ack", libLua+ackLua)
-	retryScript   = script.New("list.retry", libLua+retryLua)
-	releaseScript = script.New("list.release", libLua+releaseLua)
-	discardScript = script.New("list.discard", libLua+discardLua)
-	extendScript  = script.New("list.extend", libLua+extendLua)
-	reapScript    = script.New("list.reap", libLua+reapLua)
+	enqueueScript = script.New("list.enqueue", lib+enqueueLua)
+	fetchScript   = script.New("list.fetch", lib+fetchLua)
+	ackScript     = script.New("list.ack", lib+ackLua)
+	retryScript   = script.New("list.retry", lib+retryLua)
+	releaseScript = script.New("list.release", lib+releaseLua)
+	discardScript = script.New("list.discard", lib+discardLua)
+	extendScript  = script.New("list.extend", lib+extendLua)
+	reapScript    = script.New("list.reap", lib+reapLua)
 )

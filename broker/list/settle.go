@@ -9,6 +9,7 @@ import (
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/script"
+	"github.com/conveyorq/conveyor/internal/timers"
 )
 
 // Ack settles deliveries as done and removes them from Redis, in one script
@@ -56,13 +57,10 @@ func (c *consumer) Extend(ctx context.Context, ttl time.Duration, ds ...*broker.
 }
 
 // Retry hands d back to run again at at (now or earlier: the back of the
-// ready list; later: the delayed set) and counts a failed attempt.
+// ready list; later: a timer under its ID, see package delay) and counts a
+// failed attempt.
 func (c *consumer) Retry(ctx context.Context, d *broker.Delivery, at time.Time) error {
-	var atMs int64
-	if !at.IsZero() {
-		atMs = at.UnixMilli()
-	}
-	return c.settleOne(ctx, "retry", retryScript, c.k.retry, d, atMs)
+	return c.settleOne(ctx, "retry", retryScript, c.k.retry, d, timers.Score(at))
 }
 
 // Discard moves d to the queue's discard list with reason. The list keeps

@@ -9,6 +9,7 @@ import (
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/keys"
+	"github.com/conveyorq/conveyor/internal/timers"
 )
 
 // Driver is the stream driver: each queue is a Redis stream read through a
@@ -21,6 +22,8 @@ type Driver struct {
 	deletedPending atomic.Int64
 	released       atomic.Int64
 	poisoned       atomic.Int64
+
+	*timers.Methods // broker.Timers, see timers.go
 }
 
 var _ broker.Driver = (*Driver)(nil)
@@ -35,7 +38,9 @@ func New(rdb redis.UniversalClient, cfg *Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Driver{rdb: rdb, cfg: c}, nil
+	d := &Driver{rdb: rdb, cfg: c}
+	d.Methods = d.timerMethods()
+	return d, nil
 }
 
 // Capabilities reports what the stream driver promises.
@@ -94,9 +99,11 @@ func (d *Driver) Stats() Stats {
 // queueKeys holds the keys of one queue.
 type queueKeys struct {
 	stream, delayed, dead, deadDropped string
+	timers                             timers.Keys
 }
 
 func (d *Driver) keys(queue string) queueKeys {
 	k := keys.Queue(d.cfg.Prefix, queue)
-	return queueKeys{stream: k.Part("stream"), delayed: k.Part("delayed"), dead: k.Part("dead"), deadDropped: k.Part("dead_dropped")}
+	t := timers.QueueKeys(d.cfg.Prefix, queue)
+	return queueKeys{stream: k.Part("stream"), delayed: t.Delayed, dead: k.Part("dead"), deadDropped: k.Part("dead_dropped"), timers: t}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/codec"
 	"github.com/conveyorq/conveyor/internal/script"
+	"github.com/conveyorq/conveyor/internal/timers"
 )
 
 // Enqueue stores msgs, which may name different queues: one enqueue.lua call
@@ -19,7 +20,9 @@ import (
 // one queue are stored in their order. Every message is validated before
 // anything is stored. A queue's call is atomic: with MaxLen set, a batch that
 // does not fit is refused whole (broker.ErrQueueFull); the other queues'
-// batches are still stored.
+// batches are still stored. A message with a RunAt after now (Redis time)
+// becomes a timer (see Promote); one whose ID a pending timer of its queue
+// has is refused with a *broker.DuplicateError while the others are stored.
 func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 	if len(msgs) == 0 {
 		return nil
@@ -44,11 +47,11 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 	}
 	if single && len(msgs) <= maxBatch {
 		k := d.keys(msgs[0].Queue)
-		_, err := enqueueScript.Run(ctx, d.rdb, []string{k.stream, k.delayed}, d.enqueueArgs(msgs)...)
+		v, err := enqueueScript.Run(ctx, d.rdb, []string{k.stream, k.delayed, k.timers.Timers}, d.enqueueArgs(msgs)...)
 		if err != nil {
 			return fmt.Errorf("stream: enqueue: %w", err)
 		}
-		return nil
+		return timers.Duplicates(msgs, v).ErrorOrNil()
 	}
 	return d.enqueueMany(ctx, msgs)
 }
@@ -57,15 +60,17 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 // messages, all in one round trip.
 func (d *Driver) enqueueMany(ctx context.Context, msgs []*broker.Message) error {
 	var (
-		calls  []*script.Call
-		queues []string
+		calls   []*script.Call
+		queues  []string
+		batches [][]*broker.Message
 	)
 	for _, qm := range broker.GroupByQueue(msgs) {
 		k := d.keys(qm[0].Queue)
 		for len(qm) > 0 {
 			n := min(len(qm), maxBatch)
-			calls = append(calls, &script.Call{Keys: []string{k.stream, k.delayed}, Args: d.enqueueArgs(qm[:n])})
+			calls = append(calls, &script.Call{Keys: []string{k.stream, k.delayed, k.timers.Timers}, Args: d.enqueueArgs(qm[:n])})
 			queues = append(queues, qm[0].Queue)
+			batches = append(batches, qm[:n])
 			qm = qm[n:]
 		}
 	}
@@ -74,6 +79,10 @@ func (d *Driver) enqueueMany(ctx context.Context, msgs []*broker.Message) error 
 	for i, c := range calls {
 		if c.Err != nil {
 			errs = multierror.Append(errs, &broker.QueueError{Queue: queues[i], Err: fmt.Errorf("stream: enqueue: %w", c.Err)})
+			continue
+		}
+		if dups := timers.Duplicates(batches[i], c.Val); dups != nil {
+			errs = multierror.Append(errs, dups.Errors...)
 		}
 	}
 	return errs.ErrorOrNil()
@@ -81,14 +90,10 @@ func (d *Driver) enqueueMany(ctx context.Context, msgs []*broker.Message) error 
 
 // enqueueArgs returns enqueue.lua's ARGV for msgs of one queue.
 func (d *Driver) enqueueArgs(msgs []*broker.Message) []any {
-	args := make([]any, 0, 2+2*len(msgs))
+	args := make([]any, 0, 2+3*len(msgs))
 	args = append(args, d.cfg.Group, strconv.Itoa(d.cfg.MaxLen))
 	for _, m := range msgs {
-		var at int64
-		if !m.RunAt.IsZero() {
-			at = m.RunAt.UnixMilli()
-		}
-		args = append(args, at, codec.Encode(m, 0))
+		args = append(args, timers.Score(m.RunAt), m.ID, codec.Encode(m, 0))
 	}
 	return args
 }

@@ -13,18 +13,16 @@ import (
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/codec"
-	"github.com/conveyorq/conveyor/internal/script"
 )
 
 // Fetch returns between 1 and max deliveries (max is capped at 1000).
 //
 // Each round is one round trip. A round that takes over expired leases (an
 // XAUTOCLAIM pass starts at most once per PollInterval and runs until done)
-// runs all of fetch.lua: promote due delayed messages, reclaim, read new
-// entries. Other rounds run fetch.lua only to promote, with a plain
-// XREADGROUP for new entries pipelined behind it (see readNew). When a round
-// finds nothing, Fetch blocks in XREADGROUP ... BLOCK for at most
-// PollInterval, or until the next delayed message is due, and tries again;
+// runs all of fetch.lua: reclaim, read new entries. Other rounds are one
+// plain XREADGROUP (see readNew). When a round finds
+// nothing, Fetch blocks in XREADGROUP ... BLOCK for at most PollInterval and
+// tries again (a promoter's XADD of a due timer wakes it at once);
 // when the stream does not exist yet it blocks on the stream's creation
 // instead. An idle consumer so sends about two commands per PollInterval.
 //
@@ -57,14 +55,7 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 		if r.read > 0 || r.poisoned > 0 {
 			continue // all were undecodable or poison (and discarded): more may wait
 		}
-		wait := c.d.cfg.PollInterval
-		if r.nextDue >= 0 {
-			wait = min(wait, time.Duration(r.nextDue)*time.Millisecond)
-		}
-		if wait < time.Millisecond {
-			continue // a delayed message is due: promote it
-		}
-		ds, err := c.block(ctx, max, wait, r.noStream)
+		ds, err := c.block(ctx, max, c.d.cfg.PollInterval, r.noStream)
 		if err != nil {
 			return nil, err
 		}
@@ -77,9 +68,8 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 // fetchResult is what one fetch.lua call found.
 type fetchResult struct {
 	ds       []*broker.Delivery
-	read     int   // entries read, including undecodable ones not in ds
-	poisoned int   // entries discarded as poison instead of delivered
-	nextDue  int64 // ms until the next delayed message, -1 for none
+	read     int // entries read, including undecodable ones not in ds
+	poisoned int // entries discarded as poison instead of delivered
 	noStream bool
 }
 
@@ -118,7 +108,7 @@ func (c *consumer) runFetch(ctx context.Context, max int) (fetchResult, error) {
 	}
 
 	v, err := fetchScript.Run(ctx, c.d.rdb, c.fetchKeys(),
-		c.d.cfg.Group, c.name, max, c.vtMS, cursor, promoteLimit, c.d.cfg.MaxRecoveries, c.d.cfg.DiscardMax)
+		c.d.cfg.Group, c.name, max, c.vtMS, cursor, c.d.cfg.MaxRecoveries, c.d.cfg.DiscardMax)
 	if err != nil {
 		return fetchResult{}, err
 	}
@@ -163,61 +153,41 @@ func (c *consumer) runFetch(ctx context.Context, max int) (fetchResult, error) {
 	return res, nil
 }
 
-// readNew runs fetch.lua with max 0 (promote due delayed messages, report
-// the stream's existence and the next due time) and, in the same round trip,
-// reads new entries with XREADGROUP ... > outside Lua. Handing entries
-// through a script cost Redis about as much again as reading them
-// (converting the read's reply to Lua values and the script's reply back),
-// so new entries, the hot path, skip Lua. XREADGROUP is one atomic command:
-// an entry it returns is in this consumer's pending list, like one fetch.lua
-// reads.
+// readNew reads new entries with a plain XREADGROUP ... > (no BLOCK), the
+// hot path, outside Lua: handing entries through a script cost Redis about
+// as much again as reading them. XREADGROUP is one atomic command: an entry
+// it returns is in this consumer's pending list, like one fetch.lua reads.
+// NOGROUP means the stream does not exist (a drained stream is deleted with
+// its group; Fetch then blocks on its creation) or, when it does, that
+// someone destroyed the group (fetchOnce recreates it).
 func (c *consumer) readNew(ctx context.Context, max int, start time.Time) (fetchResult, error) {
-	keys := c.fetchKeys()
-	args := []any{c.d.cfg.Group, c.name, 0, c.vtMS, "", promoteLimit, c.d.cfg.MaxRecoveries, c.d.cfg.DiscardMax}
-	pipe := c.d.rdb.Pipeline()
-	sc := fetchScript.EvalSha(ctx, pipe, keys, args...)
-	rc := pipe.XReadGroup(ctx, &redis.XReadGroupArgs{
+	streams, err := c.d.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
 		Group: c.d.cfg.Group, Consumer: c.name,
 		Streams: []string{c.keys.stream, ">"}, Count: int64(max), Block: -1, // -1: no BLOCK
-	})
-	_, _ = pipe.Exec(ctx) // errors are read per command below
-
-	var res fetchResult
-	v, serr := fetchScript.Result(sc)
-	if script.IsNoScript(sc.Err()) {
-		// The server lost or never had the script; the read did not need it.
-		v, serr = fetchScript.Run(ctx, c.d.rdb, keys, args...)
-	}
-	if serr == nil {
-		res, _, _, serr = c.parseFetch(ctx, v)
-	}
-
-	streams, rerr := rc.Result()
+	}).Result()
 	switch {
-	case errors.Is(rerr, redis.Nil):
-		rerr = nil
-	case rerr != nil && serr == nil && res.noStream && strings.HasPrefix(rerr.Error(), "NOGROUP"):
-		rerr = nil // no stream yet: Fetch blocks on its creation
+	case errors.Is(err, redis.Nil):
+		return fetchResult{}, nil
+	case err != nil && strings.HasPrefix(err.Error(), "NOGROUP"):
+		n, xerr := c.d.rdb.Exists(ctx, c.keys.stream).Result()
+		if xerr != nil {
+			return fetchResult{}, xerr
+		}
+		if n == 0 {
+			return fetchResult{noStream: true}, nil
+		}
+		return fetchResult{}, err
+	case err != nil:
+		return fetchResult{}, err
 	}
 	var msgs []redis.XMessage
-	if rerr == nil {
-		for _, s := range streams {
-			msgs = append(msgs, s.Messages...)
-		}
+	for _, s := range streams {
+		msgs = append(msgs, s.Messages...)
 	}
 	if len(msgs) == 0 {
-		if serr != nil {
-			return fetchResult{}, serr
-		}
-		return res, rerr
+		return fetchResult{}, nil
 	}
-	if serr != nil {
-		// The entries are this consumer's now and must be delivered; the
-		// script's work (promotion) is retried on the next round.
-		c.d.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "stream: fetch: promoting delayed messages failed",
-			slog.String("queue", c.queue), slog.String("error", serr.Error()))
-	}
-	res = fetchResult{read: len(msgs), nextDue: -1}
+	res := fetchResult{read: len(msgs)}
 	deadline := start.Add(c.vt)
 	buf := make([]broker.Delivery, len(msgs))
 	res.ds = make([]*broker.Delivery, 0, len(msgs))
@@ -232,7 +202,7 @@ func (c *consumer) readNew(ctx context.Context, max int, start time.Time) (fetch
 
 // fetchKeys returns fetch.lua's KEYS.
 func (c *consumer) fetchKeys() []string {
-	return []string{c.keys.stream, c.keys.delayed, c.keys.dead, c.keys.deadDropped}
+	return []string{c.keys.stream, c.keys.dead, c.keys.deadDropped}
 }
 
 // parseFetch parses fetch.lua's reply: the next XAUTOCLAIM cursor ("" when
@@ -244,7 +214,6 @@ func (c *consumer) parseFetch(ctx context.Context, v any) (res fetchResult, next
 		return res, "", nil, fmt.Errorf("fetch.lua: unexpected reply %T", v)
 	}
 	next, _ = reply[0].(string)
-	nextDue, _ := reply[1].(int64)
 	noStream, _ := reply[2].(int64)
 	ndel, _ := reply[3].(int64)
 	npoison, _ := reply[4].(int64)
@@ -260,7 +229,7 @@ func (c *consumer) parseFetch(ctx context.Context, v any) (res fetchResult, next
 		c.reportPoisoned(ctx, rest[:2*npoison])
 	}
 	rest = rest[2*npoison:]
-	return fetchResult{nextDue: nextDue, noStream: noStream == 1, poisoned: int(npoison)}, next, rest, nil
+	return fetchResult{noStream: noStream == 1, poisoned: int(npoison)}, next, rest, nil
 }
 
 // decode fills d from a stream entry. A message that cannot be decoded is

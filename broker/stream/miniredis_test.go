@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/broker/brokertest"
 	"github.com/conveyorq/conveyor/broker/stream"
 )
 
@@ -68,6 +69,7 @@ func TestScriptsRunOnMiniredis(t *testing.T) {
 	if err := c.Discard(ctx, cc, "bad"); err != nil {
 		t.Fatalf("discard: %v", err)
 	}
+	brokertest.Promote(t, d, "q")
 	// b again (retried) and, once due, the delayed message.
 	got := map[string]int{}
 	for len(got) < 2 {
@@ -94,9 +96,8 @@ func TestScriptsRunOnMiniredis(t *testing.T) {
 	}
 }
 
-// Fetch pipelines fetch.lua by SHA in front of its plain reads; a server
-// that lost its scripts (SCRIPT FLUSH, a restart) is sent the text, and the
-// script's promotion of delayed messages still happens.
+// A server that lost its scripts (SCRIPT FLUSH, a restart) is sent their
+// text: promotion still happens after a SCRIPT FLUSH.
 func TestFetchAfterScriptFlush(t *testing.T) {
 	t.Parallel()
 	mr := miniredis.RunT(t)
@@ -124,6 +125,10 @@ func TestFetchAfterScriptFlush(t *testing.T) {
 	}
 	if err := rc.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
+	}
+	mr.SetTime(time.Now().Add(3 * time.Second)) // the server's clock, which promotion reads
+	if p, err := d.Promote(ctx, "q", 10); err != nil || p.Promoted != 1 {
+		t.Fatalf("promote after SCRIPT FLUSH: %+v, %v; want 1 promoted", p, err)
 	}
 	if ds, err := c.Fetch(fctx, 10); err != nil || !slices.Equal(ids(ds), []string{"later"}) {
 		t.Fatalf("fetch after SCRIPT FLUSH: %v %v, want [later]", ids(ds), err)

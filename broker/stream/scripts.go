@@ -4,6 +4,7 @@ import (
 	_ "embed"
 
 	"github.com/conveyorq/conveyor/internal/script"
+	"github.com/conveyorq/conveyor/internal/timers"
 )
 
 // The driver's scripts; each file's header names its KEYS, ARGV and reply.
@@ -23,10 +24,10 @@ var (
 	//go:embed lua/close.lua
 	closeSrc string
 
-	enqueueScript = script.New("stream/enqueue", enqueueSrc)
+	enqueueScript = script.New("stream/enqueue", timers.Lib+enqueueSrc)
 	fetchScript   = script.New("stream/fetch", fetchSrc)
 	ackScript     = script.New("stream/ack", ackSrc)
-	requeueScript = script.New("stream/requeue", requeueSrc)
+	requeueScript = script.New("stream/requeue", timers.Lib+requeueSrc)
 	discardScript = script.New("stream/discard", discardSrc)
 	extendScript  = script.New("stream/extend", extendSrc)
 	closeScript   = script.New("stream/close", closeSrc)
@@ -40,6 +41,4 @@ const (
 	maxBatch = 512
 	// maxFetch caps Fetch's max.
 	maxFetch = 1000
-	// promoteLimit caps the delayed messages one fetch.lua call promotes.
-	promoteLimit = 100
 )

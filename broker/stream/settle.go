@@ -12,6 +12,7 @@ import (
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/script"
+	"github.com/conveyorq/conveyor/internal/timers"
 )
 
 // Every settle and extension is fenced in its script: the entry must be
@@ -32,11 +33,7 @@ func (c *consumer) Ack(ctx context.Context, ds ...*broker.Delivery) error {
 // Retry hands d back with its attempt counted, to run again at at (now or
 // earlier: at once, at the end of the stream; later: through the delayed set).
 func (c *consumer) Retry(ctx context.Context, d *broker.Delivery, at time.Time) error {
-	var ms int64
-	if !at.IsZero() {
-		ms = at.UnixMilli()
-	}
-	return single(c.requeue(ctx, "retry", 1, ms, d))
+	return single(c.requeue(ctx, "retry", 1, timers.Score(at), d))
 }
 
 // Release hands deliveries back to the end of the stream at once, without
@@ -46,7 +43,7 @@ func (c *consumer) Release(ctx context.Context, ds ...*broker.Delivery) error {
 }
 
 func (c *consumer) requeue(ctx context.Context, op string, inc int, at int64, ds ...*broker.Delivery) error {
-	return c.batch(ctx, op, requeueScript, []string{c.keys.stream, c.keys.delayed},
+	return c.batch(ctx, op, requeueScript, []string{c.keys.stream, c.keys.delayed, c.keys.timers.Timers},
 		fixed(c.d.cfg.Group, c.name, inc), ds,
 		func(args []any, d *broker.Delivery, count string) []any { return append(args, d.Receipt, count, at) }, nil)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-multierror"
 
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/broker/brokertest"
 	"github.com/conveyorq/conveyor/broker/stream"
 	"github.com/conveyorq/conveyor/internal/codec"
 )
@@ -25,6 +26,7 @@ func TestRetryThenNoKeysLeft(t *testing.T) {
 	e.enqueue(msg("q", "a"), msg("q", "b"), later)
 	c := e.open("q", 0)
 	ctx := context.Background()
+	brokertest.Promote(t, e.d, "q")
 
 	ds := e.fetch(c, 10)
 	if !slices.Equal(ids(ds), []string{"a", "b"}) {

@@ -280,32 +280,3 @@ func TestGroupRecreatedWhileConsuming(t *testing.T) {
 		t.Fatal("no warning about the recreated group")
 	}
 }
-
-// New entries read in the same round trip as a failing fetch.lua (here its
-// delayed ZSET was overwritten with a string) are this consumer's pending
-// entries: Fetch delivers them and logs the failure rather than leaving
-// them until their lease runs out.
-func TestFetchDeliversWhenPromotionFails(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, &stream.Config{PollInterval: time.Minute})
-	e.enqueue(msg("q", "a"), msg("q", "b"))
-	c := e.open("q", 0)
-	if d := e.fetch(c, 1); d[0].ID != "a" {
-		t.Fatalf("got %v", ids(d))
-	}
-	ctx := context.Background()
-	if err := e.rdb.Set(ctx, e.key("q", "delayed"), "not a zset", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if d := e.fetch(c, 10); !slices.Equal(ids(d), []string{"b"}) {
-		t.Fatalf("got %v, want [b]", ids(d))
-	}
-	if s := e.logs.find(slog.LevelWarn, "promoting delayed messages failed"); !strings.Contains(s, "WRONGTYPE") {
-		t.Fatalf("warning %q, want one naming WRONGTYPE", s)
-	}
-	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if _, err := c.Fetch(fctx, 10); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
-		t.Fatalf("Fetch with nothing read: %v, want the WRONGTYPE error", err)
-	}
-}

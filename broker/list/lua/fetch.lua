@@ -1,8 +1,7 @@
 -- fetch.lua: lease up to ARGV[1] messages of one queue to a consumer.
--- Before popping it promotes due delayed messages to the back of ready and
--- hands messages whose lease ran out back to the front of ready (counting a
--- recovery), or to the discard list when that recovery would reach the
--- poison cap ARGV[6] (see reclaim in lib.lua), all bounded so that one call
+-- Before popping it hands messages whose lease ran out back to the front of
+-- ready (counting a recovery), or to the discard list when that recovery would reach the
+-- poison cap ARGV[5] (see reclaim in lib.lua), all bounded so that one call
 -- stays short. Each leased message joins the lease ZSET as the very value
 -- popped (its deliveries is already this delivery's count, the fencing
 -- token; see lib.lua): the lease entry is the in-flight copy, there is no
@@ -13,37 +12,29 @@
 -- KEYS[1] <prefix>:{<queue>}:ready         LIST of stored messages; LPUSH in, RPOP out
 -- KEYS[2] <prefix>:{<queue>}:lease         ZSET stored message being worked on,
 --                                          score = lease deadline (unix ms)
--- KEYS[3] <prefix>:{<queue>}:delayed       ZSET stored message, score = run-at (unix ms)
--- KEYS[4] <prefix>:{<queue>}:dead          LIST of discard records
--- KEYS[5] <prefix>:{<queue>}:dead_dropped  STRING count of records trimmed off the discard list
+-- KEYS[3] <prefix>:{<queue>}:dead          LIST of discard records
+-- KEYS[4] <prefix>:{<queue>}:dead_dropped  STRING count of records trimmed off the discard list
 -- ARGV[1] max messages to lease, >= 1
 -- ARGV[2] visibility timeout, ms
 -- ARGV[3] max expired leases to reclaim
--- ARGV[4] max delayed messages to promote
--- ARGV[5] max discard records kept, >= 1
--- ARGV[6] poison cap: the recovery count at which an expired lease's message
+-- ARGV[4] max discard records kept, >= 1
+-- ARGV[5] poison cap: the recovery count at which an expired lease's message
 --         is discarded instead of handed back; <= 0 turns the cap off
 -- Reply: {deadline (unix ms), hint (ms), reclaimed, poisoned, v1, ..., vn}:
 -- vi are the leased messages, each the exact member of its lease; reclaimed
 -- counts the expired leases this call handed back to ready, poisoned those
 -- it moved to the discard list as poison. When n is 0, hint is the time until
--- the next delayed message is due or the next lease runs out (-1: neither),
--- so the caller can bound its blocking wait.
+-- the next lease runs out (-1: none), so the caller can bound its blocking
+-- wait. Timers are not this script's business: a promoter moves them to
+-- ready (internal/timers), which wakes a blocked consumer.
 
-local ready, lease, delayed = KEYS[1], KEYS[2], KEYS[3]
+local ready, lease = KEYS[1], KEYS[2]
 local max, vt = tonumber(ARGV[1]), tonumber(ARGV[2])
 local now = now_ms()
 
--- promote: due delayed messages join the back of ready, earliest first.
-local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
-if #due > 0 then
-  bulk('ZREM', delayed, due)
-  bulk('LPUSH', ready, due)
-end
-
-local dmax = tonumber(ARGV[5])
-local reclaimed, poisoned = reclaim(ready, lease, KEYS[4], KEYS[5], dmax,
-  tonumber(ARGV[6]), now, tonumber(ARGV[3]))
+local dmax = tonumber(ARGV[4])
+local reclaimed, poisoned = reclaim(ready, lease, KEYS[3], KEYS[4], dmax,
+  tonumber(ARGV[5]), now, tonumber(ARGV[3]))
 
 local deadline = now + vt
 -- Scores go to ZADD as strings: Redis formats a Lua number argument with
@@ -59,7 +50,7 @@ if vs then
     -- its bytes (Redis's Lua) and garbage to collect: 13% of the Redis
     -- instructions per job (callgrind) when fetch bumped deliveries itself.
     if not string.find(v, VALID) then
-      discard(KEYS[4], KEYS[5], dmax, now, 'conveyor: malformed stored message', v)
+      discard(KEYS[3], KEYS[4], dmax, now, 'conveyor: malformed stored message', v)
     elseif not seen[v] then
       seen[v] = true
       zadd[#zadd + 1] = score
@@ -71,18 +62,9 @@ if vs then
 end
 
 if #out == 4 then
-  local hint = -1
-  local nd = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
-  if nd[2] then
-    hint = math.max(0, tonumber(nd[2]) - now)
-  end
   local nl = redis.call('ZRANGE', lease, 0, 0, 'WITHSCORES')
   if nl[2] then
-    local h = math.max(0, tonumber(nl[2]) - now)
-    if hint < 0 or h < hint then
-      hint = h
-    end
+    out[2] = math.max(0, tonumber(nl[2]) - now)
   end
-  out[2] = hint
 end
 return out

@@ -1,4 +1,5 @@
--- lib.lua: helpers shared by the list driver's scripts. The Go side puts this
+-- lib.lua: helpers shared by the list driver's scripts. The Go side puts
+-- internal/timers' lib.lua (now_ms, bulk, the timer helpers) and then this
 -- text in front of each script (see scripts.go), so every script still runs
 -- as one self-contained EVAL; the helpers are locals, as Redis 7 forbids
 -- script globals.
@@ -20,14 +21,6 @@ local HEADER = '^1,(%d+),(%d+),(%d+),(%d+):'
 -- The hot paths read only what they need: fewer captures, fewer strings.
 local TOKEN = '^1,(%d+),'                   -- deliveries
 local VALID = '^1,%d+,%d+,%d+,%d+:'         -- a whole header, no captures
-local CHUNK = 1000 -- arguments per redis.call; even, so pairs never split
-
--- now_ms is the server's time in unix milliseconds: one clock for every
--- worker, however skewed theirs are.
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 
 -- parse returns deliveries, attempt and recoveries (decimal strings), the id,
 -- and the tail "<len(id)>:<id><body>" that a rewrite keeps as it is; nil when
@@ -45,19 +38,6 @@ end
 -- Lua prints integers below 1e14 without exponent or fraction.
 local function build(d, a, r, tail)
   return '1,' .. d .. ',' .. a .. ',' .. r .. ',' .. tail
-end
-
--- bulk runs cmd on key (then opt, when given) with the flat argument list a,
--- CHUNK at a time, so a big batch neither overflows unpack nor makes one
--- command per item.
-local function bulk(cmd, key, a, opt)
-  for i = 1, #a, CHUNK do
-    if opt then
-      redis.call(cmd, key, opt, unpack(a, i, math.min(i + CHUNK - 1, #a)))
-    else
-      redis.call(cmd, key, unpack(a, i, math.min(i + CHUNK - 1, #a)))
-    end
-  end
 end
 
 -- discard keeps v in the discard list as a record

@@ -1,11 +1,13 @@
 -- retry.lua: hand one delivery back to be run again at a time, counting a
 -- failed attempt (attempt+1; deliveries+1 for the next delivery, lib.lua).
--- Due now or earlier: the back of ready; later: the delayed ZSET. Fenced
--- like ack.lua.
+-- Due now or earlier: the back of ready; later: a timer under the message's
+-- ID (or a free variant of it, see timer_free), which wakes the promoters
+-- when it is the earliest. Fenced like ack.lua.
 --
 -- KEYS[1] <prefix>:{<queue>}:ready    LIST of stored messages
 -- KEYS[2] <prefix>:{<queue>}:lease    ZSET stored message in flight, score = lease deadline (unix ms)
--- KEYS[3] <prefix>:{<queue>}:delayed  ZSET stored message, score = run-at (unix ms)
+-- KEYS[3] <prefix>:{<queue>}:delayed  ZSET timer ID, score = due time (unix ms)
+-- KEYS[4] <prefix>:{<queue>}:timers   HASH timer ID -> stored message
 -- ARGV[1] stored message (the delivery's receipt)
 -- ARGV[2] token (deliveries as a decimal string)
 -- ARGV[3] run-at, unix ms
@@ -13,14 +15,20 @@
 
 local ready, lease, delayed = KEYS[1], KEYS[2], KEYS[3]
 local v, at = ARGV[1], tonumber(ARGV[3])
-local d, a, r, _, tail = parse(v)
+local d, a, r, id, tail = parse(v)
 -- ZREM is the lease check: it removes the member only if it is still there.
 if not d or d ~= ARGV[2] or redis.call('ZREM', lease, v) == 0 then
   return 'LEASE_LOST'
 end
 v = build(d + 1, a + 1, r, tail)
+local tid
 if at > now_ms() then
-  redis.call('ZADD', delayed, ARGV[3], v)
+  tid = timer_free(delayed, id)
+end
+if tid then
+  local head = timer_head(delayed)
+  timer_put(delayed, KEYS[4], tid, ARGV[3], v)
+  timer_wake(delayed, head, ARGV[3])
 else
   redis.call('LPUSH', ready, v)
 end

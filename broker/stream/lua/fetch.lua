@@ -1,45 +1,40 @@
 -- fetch.lua: take up to max messages for one consumer, without blocking.
 --
--- In order: promote due delayed messages into the stream (at most ARGV[6]);
--- when ARGV[5] is a cursor, take over entries idle longer than the visibility
+-- In order: when ARGV[5] is a cursor, take over entries idle longer than the visibility
 -- timeout with XAUTOCLAIM (which also drops entries deleted while pending
 -- from the PEL and names them: they are returned so the caller reports them);
 -- then read new entries with XREADGROUP ... > (non-blocking).
 --
 -- Poison cap (DESIGN invariant 3): a taken-over entry has had
 -- <stored recoveries> + <delivery count after the claim> - 1 lease expiries.
--- When that reaches ARGV[7] (> 0), the entry is XACKed and XDELed instead
+-- When that reaches ARGV[6] (> 0), the entry is XACKed and XDELed instead
 -- of delivered, and a discard record "d1,<unix ms>,<len(reason)>:<reason>
 -- <encoded message>" with reason "conveyor: poison: lease expired <n> times"
 -- is pushed on the discard list, the stored message's recoveries set to n
--- (as discard.lua does). The list is capped at ARGV[8], the trimmed records
--- counted in KEYS[4]. Like ack.lua, a stream left empty with nothing
+-- (as discard.lua does). The list is capped at ARGV[7], the trimmed records
+-- counted in KEYS[3]. Like ack.lua, a stream left empty with nothing
 -- pending is deleted (reply [3] is then 1 and nothing is read).
 --
--- With ARGV[3] = 0 it only promotes and reports: the driver then reads new
--- entries itself, pipelined right after this call, because handing entries
--- through Lua costs Redis about as much again as reading them. It runs the
--- whole script when it takes over expired leases.
+-- The driver runs it only for rounds that take over expired leases; other
+-- rounds read new entries with a plain XREADGROUP (fetch.go, readNew).
+-- Timers are not this script's business: a promoter appends them
+-- (internal/timers), which wakes a blocked reader.
 --
 -- KEYS[1]  <prefix>:{<queue>}:stream   STREAM with the consumer group ARGV[1]
--- KEYS[2]  <prefix>:{<queue>}:delayed  ZSET, score = run-at (unix ms)
--- KEYS[3]  <prefix>:{<queue>}:dead     LIST of discard records, newest first
--- KEYS[4]  <prefix>:{<queue>}:dead_dropped  STRING count of records the cap trimmed
+-- KEYS[2]  <prefix>:{<queue>}:dead     LIST of discard records, newest first
+-- KEYS[3]  <prefix>:{<queue>}:dead_dropped  STRING count of records the cap trimmed
 -- ARGV[1]  consumer group name
 -- ARGV[2]  consumer name
--- ARGV[3]  max messages to return (the caller caps it at 1000); 0 reads nothing
---          (ARGV[5] must then be "")
+-- ARGV[3]  max messages to return (the caller caps it at 1000)
 -- ARGV[4]  visibility timeout (ms): the idle time after which an entry is taken over
 -- ARGV[5]  XAUTOCLAIM cursor ("0-0" to start a pass), or "" to skip reclaiming
--- ARGV[6]  max delayed messages to promote in this call
--- ARGV[7]  lease expiries (count) at which a taken-over entry is discarded as
+-- ARGV[6]  lease expiries (count) at which a taken-over entry is discarded as
 --          poison; 0 or less: never
--- ARGV[8]  max length of the discard list (count)
+-- ARGV[7]  max length of the discard list (count)
 --
 -- Reply: a flat array
 --   [1] next XAUTOCLAIM cursor ("" when reclaiming was skipped)
---   [2] ms until the next delayed message is due, -1 when there is none
---       (only computed when nothing was fetched, else -1)
+--   [2] always -1 (it was the next timer's due time; promoters own timers now)
 --   [3] 1 when the stream does not exist (nothing to read; block on its creation), else 0
 --   [4] d = number of entry IDs XAUTOCLAIM found deleted while pending
 --   [5] p = number of entries discarded as poison
@@ -47,44 +42,19 @@
 --   then p pairs: poisoned entry ID, message ID ("" if the message does not parse)
 --   then per message three items: entry ID, delivery count (what fences the
 --   delivery, with the owner), encoded message ("" if the entry has no field "m")
--- Bounded: promotion by ARGV[6], reclaim (and so poison discards) and read by ARGV[3].
-local stream, delayed, dead = KEYS[1], KEYS[2], KEYS[3]
+-- Bounded: reclaim (and so poison discards) and read by ARGV[3].
+local stream, dead = KEYS[1], KEYS[2]
 local group, me = ARGV[1], ARGV[2]
 local max = tonumber(ARGV[3])
-local maxRecoveries = tonumber(ARGV[7])
+local maxRecoveries = tonumber(ARGV[6])
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local exists = redis.call('EXISTS', stream) == 1
-
-local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, tonumber(ARGV[6]))
-if #due > 0 then
-  if not exists then
-    redis.call('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
-    exists = true
-  end
-  for i = 1, #due do
-    redis.call('XADD', stream, '*', 'm', due[i])
-  end
-  redis.call('ZREM', delayed, unpack(due))
+if redis.call('EXISTS', stream) == 0 then
+  return {'', -1, 1, 0, 0}
 end
-
-local function next_due()
-  local h = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
-  if h[2] == nil then
-    return -1
-  end
-  local d = tonumber(h[2]) - now
-  if d < 0 then
-    d = 0
-  end
-  return d
-end
-
-if not exists then
-  return {'', next_due(), 1, 0, 0}
-end
+local exists = true
 
 local function body(fields)
   if fields then
@@ -156,10 +126,10 @@ if ARGV[5] ~= '' then
       local reason = 'conveyor: poison: lease expired ' .. records[i][1] .. ' times'
       len = redis.call('LPUSH', dead, 'd1,' .. now .. ',' .. #reason .. ':' .. reason .. records[i][2])
     end
-    local cap = tonumber(ARGV[8])
+    local cap = tonumber(ARGV[7])
     if len > cap then
       redis.call('LTRIM', dead, 0, cap - 1)
-      redis.call('INCRBY', KEYS[4], len - cap)
+      redis.call('INCRBY', KEYS[3], len - cap)
     end
     if redis.call('XLEN', stream) == 0 and redis.call('XPENDING', stream, group)[1] == 0 then
       -- As ack.lua: a drained queue leaves no stream (or group) behind.
@@ -184,8 +154,5 @@ end
 
 for i = 1, #ds do
   out[#out + 1] = ds[i]
-end
-if got == 0 then
-  out[2] = next_due()
 end
 return out

@@ -6,13 +6,15 @@
 -- and its message stored again with a new header: attempt + ARGV[3], and the
 -- crash recoveries so far (delivery count - 1) added to the stored recoveries,
 -- because a new entry starts with a delivery count of 0. A run-at in the
--- future sends the message to the delayed ZSET, else it is appended to the
--- stream, which wakes blocked readers. An entry deleted while pending cannot
+-- future makes the message a timer under its ID (or a free variant of it,
+-- see timer_free in internal/timers), waking the promoters when it is the
+-- earliest; else it is appended to the stream, which wakes blocked readers. An entry deleted while pending cannot
 -- be stored again: it is reported as LEASE_LOST and left in the PEL, where
 -- XAUTOCLAIM finds it and the driver reports it.
 --
 -- KEYS[1]  <prefix>:{<queue>}:stream   STREAM with the consumer group ARGV[1]
--- KEYS[2]  <prefix>:{<queue>}:delayed  ZSET, score = run-at (unix ms)
+-- KEYS[2]  <prefix>:{<queue>}:delayed  ZSET timer ID, score = due time (unix ms)
+-- KEYS[3]  <prefix>:{<queue>}:timers   HASH timer ID -> encoded message
 -- ARGV[1]  consumer group name
 -- ARGV[2]  consumer name
 -- ARGV[3]  attempt increment: 1 for a retry, 0 for a release
@@ -33,8 +35,7 @@ if redis.call('EXISTS', stream) == 0 then
   return out
 end
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 
 local deleted = false
 for i = 4, #ARGV, 3 do
@@ -51,17 +52,32 @@ for i = 4, #ARGV, 3 do
         end
       end
     end
-    local a, r, pos
+    local a, r, pos, mid
     if m then
       a, r, pos = string.match(m, '^1,%d+,(%d+),(%d+),()')
+    end
+    if a then
+      local l, ipos = string.match(string.sub(m, pos, pos + 20), '^(%d+):()')
+      if l then
+        ipos = pos + ipos - 1
+        mid = string.sub(m, ipos, ipos + tonumber(l) - 1)
+      else
+        a = nil
+      end
     end
     if a then
       redis.call('XACK', stream, group, id)
       redis.call('XDEL', stream, id)
       m = '1,0,' .. (tonumber(a) + inc) .. ',' .. (tonumber(r) + p[4] - 1) .. ',' .. string.sub(m, pos)
       local at = tonumber(ARGV[i + 2])
+      local tid
       if at > now then
-        redis.call('ZADD', delayed, at, m)
+        tid = timer_free(delayed, mid)
+      end
+      if tid then
+        local head = timer_head(delayed)
+        timer_put(delayed, KEYS[3], tid, ARGV[i + 2], m)
+        timer_wake(delayed, head, at)
         deleted = true
       else
         redis.call('XADD', stream, '*', 'm', m)

@@ -1,0 +1,26 @@
+-- fire.lua: store one fire of a cron series as a timer, unless the series
+-- already stored a fire at that time or later. The record of the series'
+-- last fire and the timer change in this one script, so of any number of
+-- instances firing the same time exactly one stores it, and an instance
+-- that lags behind can never store an older fire after a newer one.
+--
+-- KEYS[1] <prefix>:{<queue>}:delayed        ZSET timer ID, score = due time (unix ms)
+-- KEYS[2] <prefix>:{<queue>}:timers         HASH timer ID -> stored message
+-- KEYS[3] <prefix>:{<queue>}:cron:<series>  STRING last fire time (unix ms), with a TTL
+-- ARGV[1] fire time, unix ms: the timer's due time
+-- ARGV[2] timer ID (the fire ID: series and fire time)
+-- ARGV[3] stored message
+-- ARGV[4] how long the record of the last fire lives, ms
+-- Reply: 1 when the fire was stored, 0 when it was already.
+
+local delayed, timers, last = KEYS[1], KEYS[2], KEYS[3]
+local at = tonumber(ARGV[1])
+local prev = tonumber(redis.call('GET', last) or '')
+if (prev and prev >= at) or redis.call('ZSCORE', delayed, ARGV[2]) then
+  return 0
+end
+redis.call('SET', last, ARGV[1], 'PX', ARGV[4])
+local head = timer_head(delayed)
+timer_put(delayed, timers, ARGV[2], ARGV[1], ARGV[3])
+timer_wake(delayed, head, ARGV[1])
+return 1

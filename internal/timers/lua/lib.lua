@@ -1,0 +1,73 @@
+-- lib.lua (internal/timers): helpers for every script that touches a queue's
+-- timers, and the general ones the list driver's scripts share. The Go side
+-- puts this text in front of each such script, so every script is still one
+-- self-contained EVAL of fixed text; the helpers are locals, as Redis 7
+-- forbids script globals.
+--
+-- A queue's timers are two keys: the delayed ZSET (member = timer ID, the
+-- message ID; score = due time, unix ms) and the timers HASH (timer ID ->
+-- stored message). Both change together, in one script, always. The wake
+-- channel is the delayed key with "delayed" replaced by "wake"; it is a
+-- channel, not a key, so it travels outside KEYS.
+--
+-- KEYS, ARGV, reply: none of its own; see each script.
+
+local CHUNK = 1000 -- arguments per redis.call; even, so pairs never split
+
+-- now_ms is the server's time in unix milliseconds: one clock for every
+-- worker, however skewed theirs are.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- bulk runs cmd on key (then opt, when given) with the flat argument list a,
+-- CHUNK at a time, so a big batch neither overflows unpack nor makes one
+-- command per item.
+local function bulk(cmd, key, a, opt)
+  for i = 1, #a, CHUNK do
+    if opt then
+      redis.call(cmd, key, opt, unpack(a, i, math.min(i + CHUNK - 1, #a)))
+    else
+      redis.call(cmd, key, unpack(a, i, math.min(i + CHUNK - 1, #a)))
+    end
+  end
+end
+
+-- timer_head returns the due time of the earliest timer, nil when none.
+local function timer_head(delayed)
+  return tonumber(redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')[2])
+end
+
+-- timer_wake tells sleeping promoters that a timer due at at (ms) was added
+-- or moved, when it is now the earliest (head is the earliest due time
+-- before the change, nil when there was none). Later timers wake nobody: the
+-- promoters already sleep until an earlier one.
+local function timer_wake(delayed, head, at)
+  if head == nil or tonumber(at) < head then
+    redis.call('PUBLISH', string.sub(delayed, 1, #delayed - 7) .. 'wake', at)
+  end
+end
+
+-- timer_put stores v as the timer id due at at (ms, a string as sent); the
+-- caller made sure id is free.
+local function timer_put(delayed, timers, id, at, v)
+  redis.call('ZADD', delayed, at, id)
+  redis.call('HSET', timers, id, v)
+end
+
+-- timer_free returns a timer ID for a retry of message id: id itself when
+-- no timer has it, else id with a "#r<n>" suffix (a caller's timer took the
+-- ID while the message ran), nil when even those are taken.
+local function timer_free(delayed, id)
+  if not redis.call('ZSCORE', delayed, id) then
+    return id
+  end
+  for i = 1, 16 do
+    local m = id .. '#r' .. i
+    if not redis.call('ZSCORE', delayed, m) then
+      return m
+    end
+  end
+  return nil
+end

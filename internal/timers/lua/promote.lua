@@ -1,0 +1,58 @@
+-- promote.lua: move up to ARGV[1] due timers of one queue to its ready
+-- structure, earliest first. ZRANGEBYSCORE, the push and the ZREM/HDEL run
+-- in this one script, so a timer is promoted exactly once however many
+-- promoters run; "due" is by the server's clock, so no promoter's clock can
+-- promote early.
+--
+-- KEYS[1] <prefix>:{<queue>}:delayed  ZSET timer ID, score = due time (unix ms)
+-- KEYS[2] <prefix>:{<queue>}:timers   HASH timer ID -> stored message
+-- KEYS[3] <prefix>:{<queue>}:ready    LIST (ARGV[2] "list": LPUSH, the back of the queue)
+--      or <prefix>:{<queue>}:stream   STREAM (ARGV[2] "stream": XADD field "m"; the
+--                                     stream and group ARGV[3] are created when missing)
+-- ARGV[1] max timers to promote, >= 1
+-- ARGV[2] "list" or "stream"
+-- ARGV[3] consumer group name (stream only)
+-- Reply: {promoted, next}: next is the time until the next timer is due in
+-- microseconds (0 when more are due now), -1 when no timer is pending.
+-- Bounded: ARGV[1] timers per call.
+
+local delayed, timers, target = KEYS[1], KEYS[2], KEYS[3]
+local t = redis.call('TIME')
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = math.floor(now_us / 1000)
+
+local ids = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
+local n = 0
+if #ids > 0 then
+  local vs = {}
+  for i = 1, #ids, CHUNK do
+    local part = redis.call('HMGET', timers, unpack(ids, i, math.min(i + CHUNK - 1, #ids)))
+    for j = 1, #part do
+      if part[j] then -- a timer without a body was written by hand: dropped
+        vs[#vs + 1] = part[j]
+      end
+    end
+  end
+  if #vs > 0 then
+    if ARGV[2] == 'stream' then
+      if redis.call('EXISTS', target) == 0 then
+        redis.call('XGROUP', 'CREATE', target, ARGV[3], '0', 'MKSTREAM')
+      end
+      for i = 1, #vs do
+        redis.call('XADD', target, '*', 'm', vs[i])
+      end
+    else
+      bulk('LPUSH', target, vs)
+    end
+  end
+  bulk('ZREM', delayed, ids)
+  bulk('HDEL', timers, ids)
+  n = #vs
+end
+
+local nxt = -1
+local head = timer_head(delayed)
+if head then
+  nxt = math.max(0, head * 1000 - now_us)
+end
+return {n, nxt}

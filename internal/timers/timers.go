@@ -1,0 +1,282 @@
+// Package timers holds what the list and stream drivers share about delayed
+// messages: the timer keys of a queue, the Lua helpers their scripts put in
+// front of their own text, and the scripts that promote, cancel, reschedule,
+// list and fire timers. Only the push into the ready structure differs
+// between the drivers, and promote.lua takes that as an argument.
+//
+// docs/delay.md describes the model; docs/redis-keys.md the keys.
+package timers
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/codec"
+	"github.com/conveyorq/conveyor/internal/keys"
+	"github.com/conveyorq/conveyor/internal/script"
+)
+
+// Lib is the Lua text every script that touches timers starts with (see
+// lua/lib.lua); the list driver's scripts share its general helpers too.
+//
+//go:embed lua/lib.lua
+var Lib string
+
+var (
+	//go:embed lua/promote.lua
+	promoteLua string
+	//go:embed lua/cancel.lua
+	cancelLua string
+	//go:embed lua/reschedule.lua
+	rescheduleLua string
+	//go:embed lua/pending.lua
+	pendingLua string
+	//go:embed lua/fire.lua
+	fireLua string
+
+	promoteScript    = script.New("timers.promote", Lib+promoteLua)
+	cancelScript     = script.New("timers.cancel", cancelLua)
+	rescheduleScript = script.New("timers.reschedule", Lib+rescheduleLua)
+	pendingScript    = script.New("timers.pending", pendingLua)
+	fireScript       = script.New("timers.fire", Lib+fireLua)
+)
+
+// Limits of one call.
+const (
+	// MaxPromote caps the timers one promote.lua call moves.
+	MaxPromote = 1000
+	// MaxPage caps the timers one PendingTimers call returns.
+	MaxPage = 1000
+)
+
+// Keys are the timer keys of one queue and where promoted messages go.
+type Keys struct {
+	Queue   string
+	Delayed string // ZSET timer ID -> due time (ms)
+	Timers  string // HASH timer ID -> stored message
+	Channel string // wake-up channel
+	prefix  string
+}
+
+// QueueKeys lays out the timer keys of queue under prefix.
+func QueueKeys(prefix, queue string) Keys {
+	q := keys.Queue(prefix, queue)
+	return Keys{Queue: queue, Delayed: q.Part("delayed"), Timers: q.Part("timers"), Channel: q.Part("wake"), prefix: prefix}
+}
+
+// Series returns the key of a cron series' last-fire record.
+func (k Keys) Series(series string) string {
+	return keys.Queue(k.prefix, k.Queue).Part("cron:" + series)
+}
+
+// Target is where promote.lua pushes due messages.
+type Target struct {
+	Key    string // the ready LIST or the STREAM
+	Stream bool
+	Group  string // the stream's consumer group
+}
+
+// Score is the timer score of t: unix milliseconds rounded up, so that a
+// timer is never due before t. The zero time and times before 1970 are 0.
+func Score(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	ns := t.UnixNano()
+	if ns <= 0 {
+		return 0
+	}
+	ms := ns / 1e6
+	if ns%1e6 != 0 {
+		ms++
+	}
+	return ms
+}
+
+// Promote runs promote.lua once.
+func Promote(ctx context.Context, rdb redis.Scripter, k Keys, to Target, max int) (broker.Promotion, error) {
+	if max < 1 {
+		return broker.Promotion{}, fmt.Errorf("promote: max %d is not positive", max)
+	}
+	kind := "list"
+	if to.Stream {
+		kind = "stream"
+	}
+	v, err := promoteScript.Run(ctx, rdb, []string{k.Delayed, k.Timers, to.Key}, min(max, MaxPromote), kind, to.Group)
+	if err != nil {
+		return broker.Promotion{}, fmt.Errorf("promote %q: %w", k.Queue, err)
+	}
+	r, ok := v.([]any)
+	if !ok || len(r) != 2 {
+		return broker.Promotion{}, fmt.Errorf("promote %q: unexpected reply %v", k.Queue, v)
+	}
+	n, _ := r[0].(int64)
+	next, _ := r[1].(int64)
+	p := broker.Promotion{Promoted: int(n), Next: -1}
+	if next >= 0 {
+		p.Next = time.Duration(next) * time.Microsecond
+	}
+	return p, nil
+}
+
+// Cancel runs cancel.lua.
+func Cancel(ctx context.Context, rdb redis.Scripter, k Keys, id string) (bool, error) {
+	if err := validID(id); err != nil {
+		return false, err
+	}
+	v, err := cancelScript.Run(ctx, rdb, []string{k.Delayed, k.Timers}, id)
+	if err != nil {
+		return false, fmt.Errorf("cancel %q in %q: %w", id, k.Queue, err)
+	}
+	return v == int64(1), nil
+}
+
+// Reschedule runs reschedule.lua.
+func Reschedule(ctx context.Context, rdb redis.Scripter, k Keys, id string, at time.Time) (bool, error) {
+	if err := validID(id); err != nil {
+		return false, err
+	}
+	if err := ValidRunAt(id, at, time.Now()); err != nil {
+		return false, err
+	}
+	v, err := rescheduleScript.Run(ctx, rdb, []string{k.Delayed}, id, Score(at))
+	if err != nil {
+		return false, fmt.Errorf("reschedule %q in %q: %w", id, k.Queue, err)
+	}
+	return v == int64(1), nil
+}
+
+// MaxAhead bounds how far ahead a timer may be due, so that a typo (the year
+// 9999) is an error rather than a timer that never fires.
+const MaxAhead = 100 * 365 * 24 * time.Hour
+
+// ValidRunAt checks a due time given for message id.
+func ValidRunAt(id string, at, now time.Time) error {
+	if at.Sub(now) > MaxAhead {
+		return &broker.MessageError{ID: id, Field: "RunAt", Reason: "more than 100 years ahead"}
+	}
+	return nil
+}
+
+func validID(id string) error {
+	m := broker.Message{ID: id, Kind: "timer", Queue: "q"}
+	return broker.ValidateMessage(&m)
+}
+
+// Pending runs pending.lua and decodes each stored message.
+func Pending(ctx context.Context, rdb redis.Scripter, k Keys, offset, limit int) ([]*broker.Message, int64, error) {
+	if offset < 0 || limit < 1 {
+		return nil, 0, fmt.Errorf("pending timers of %q: offset %d, limit %d: want offset >= 0 and limit >= 1", k.Queue, offset, limit)
+	}
+	v, err := pendingScript.Run(ctx, rdb, []string{k.Delayed, k.Timers}, offset, min(limit, MaxPage))
+	if err != nil {
+		return nil, 0, fmt.Errorf("pending timers of %q: %w", k.Queue, err)
+	}
+	r, ok := v.([]any)
+	if !ok || len(r) < 1 || len(r)%2 != 1 {
+		return nil, 0, fmt.Errorf("pending timers of %q: unexpected reply", k.Queue)
+	}
+	total, _ := r[0].(int64)
+	out := make([]*broker.Message, 0, len(r)/2)
+	for i := 1; i < len(r); i += 2 {
+		due, _ := r[i].(string)
+		body, _ := r[i+1].(string)
+		m := &broker.Message{Queue: k.Queue}
+		if _, err := codec.Decode([]byte(body), m); err != nil {
+			return nil, 0, fmt.Errorf("pending timers of %q: %w", k.Queue, err)
+		}
+		ms, err := strconv.ParseFloat(due, 64)
+		if err != nil || math.IsNaN(ms) {
+			return nil, 0, fmt.Errorf("pending timers of %q: score %q", k.Queue, due)
+		}
+		m.RunAt = time.UnixMilli(int64(ms))
+		out = append(out, m)
+	}
+	return out, total, nil
+}
+
+// Fire runs fire.lua: stored is the message's stored form, m.RunAt its due
+// time.
+func Fire(ctx context.Context, rdb redis.Scripter, k Keys, series string, m *broker.Message, stored []byte, keep time.Duration) (bool, error) {
+	if err := broker.ValidateQueue(series); err != nil {
+		return false, fmt.Errorf("fire: series %q: %w", series, err)
+	}
+	if m.RunAt.IsZero() {
+		return false, &broker.MessageError{ID: m.ID, Field: "RunAt", Reason: "a fire needs its time"}
+	}
+	v, err := fireScript.Run(ctx, rdb, []string{k.Delayed, k.Timers, k.Series(series)},
+		Score(m.RunAt), m.ID, stored, max(keep.Milliseconds(), 1000))
+	if err != nil {
+		return false, fmt.Errorf("fire %q in %q: %w", series, k.Queue, err)
+	}
+	return v == int64(1), nil
+}
+
+// LastFire reads a series' last-fire record.
+func LastFire(ctx context.Context, rdb redis.Cmdable, k Keys, series string) (time.Time, bool, error) {
+	if err := broker.ValidateQueue(series); err != nil {
+		return time.Time{}, false, fmt.Errorf("last fire: series %q: %w", series, err)
+	}
+	ms, err := rdb.Get(ctx, k.Series(series)).Int64()
+	if err == redis.Nil {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("last fire of %q in %q: %w", series, k.Queue, err)
+	}
+	return time.UnixMilli(ms), true, nil
+}
+
+// Watch subscribes to the queue's wake channel. The channel it returns gets
+// a value (coalesced: at most one waits) per wake-up and is closed when ctx
+// ends.
+func Watch(ctx context.Context, rdb redis.UniversalClient, k Keys) (<-chan struct{}, error) {
+	ps := rdb.Subscribe(ctx, k.Channel)
+	if _, err := ps.Receive(ctx); err != nil { // the subscription's confirmation
+		_ = ps.Close()
+		return nil, fmt.Errorf("watch timers of %q: %w", k.Queue, err)
+	}
+	out := make(chan struct{}, 1)
+	in := ps.Channel()
+	go func() {
+		defer close(out)
+		defer ps.Close()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case _, ok := <-in:
+				if !ok {
+					return
+				}
+				select {
+				case out <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
+// Duplicates turns an enqueue script's reply (the 1-based numbers of the
+// messages of msgs refused as duplicate timers) into errors; nil for none.
+func Duplicates(msgs []*broker.Message, reply any) *multierror.Error {
+	ks, _ := reply.([]any)
+	var errs *multierror.Error
+	for _, k := range ks {
+		if i, ok := k.(int64); ok && i >= 1 && int(i) <= len(msgs) {
+			m := msgs[i-1]
+			errs = multierror.Append(errs, &broker.DuplicateError{Queue: m.Queue, ID: m.ID})
+		}
+	}
+	return errs
+}

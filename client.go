@@ -128,10 +128,12 @@ func (c *Client) EnqueueMany(ctx context.Context, reqs ...Request) ([]*broker.Me
 // sendBatches stores the messages of several Enqueue calls in one round
 // trip (see groupcommit). Nothing is ever sent twice. Drivers store each
 // queue's messages on their own and name the queue of each refusal
-// (*broker.QueueError), so a call learns only the errors of its own queues:
-// a full queue does not fail the calls for other queues. An error that names
-// no queue (Redis unreachable) fails every call of the batch; for them the
-// outcome is unknown, as for any failed round trip.
+// (*broker.QueueError) and the message of each refused duplicate timer
+// (*broker.DuplicateError), so a call learns only the errors of its own
+// queues and messages: a full queue does not fail the calls for other
+// queues. An error that names neither (Redis unreachable) fails every call
+// of the batch; for them the outcome is unknown, as for any failed round
+// trip.
 func (c *Client) sendBatches(ctx context.Context, batches [][]*broker.Message) []error {
 	errs := make([]error, len(batches))
 	if len(batches) == 1 {
@@ -146,39 +148,89 @@ func (c *Client) sendBatches(ctx context.Context, batches [][]*broker.Message) [
 	if err == nil {
 		return errs
 	}
-	byQueue, ok := queueErrors(err)
-	for i, b := range batches {
-		if !ok {
-			errs[i] = err
-			continue
-		}
-		var mine *multierror.Error
-		seen := map[string]bool{}
-		for _, m := range b {
-			if e := byQueue[m.Queue]; e != nil && !seen[m.Queue] {
-				seen[m.Queue] = true
-				mine = multierror.Append(mine, e)
-			}
-		}
-		errs[i] = mine.ErrorOrNil()
-	}
-	return errs
-}
-
-// queueErrors maps each queue named by err's *broker.QueueError parts to its
-// error; ok is false when some part names no queue.
-func queueErrors(err error) (map[string]error, bool) {
 	parts := []error{err}
 	if m, isMulti := err.(*multierror.Error); isMulti {
 		parts = m.WrappedErrors()
 	}
-	out := make(map[string]error, len(parts))
+	byQueue := map[string]error{}
+	var dups []*broker.DuplicateError
 	for _, e := range parts {
+		var de *broker.DuplicateError
 		var qe *broker.QueueError
-		if !errors.As(e, &qe) {
-			return nil, false
+		switch {
+		case errors.As(e, &de):
+			dups = append(dups, de)
+		case errors.As(e, &qe):
+			byQueue[qe.Queue] = e
+		default:
+			for i := range errs {
+				errs[i] = err
+			}
+			return errs
 		}
-		out[qe.Queue] = e
 	}
-	return out, true
+	mine := make([]*multierror.Error, len(batches))
+	for i, b := range batches {
+		seen := map[string]bool{}
+		for _, m := range b {
+			if e := byQueue[m.Queue]; e != nil && !seen[m.Queue] {
+				seen[m.Queue] = true
+				mine[i] = multierror.Append(mine[i], e)
+			}
+		}
+	}
+	// A driver stores the first message with a timer ID and refuses the
+	// later ones, so each refusal belongs to the last call with that ID
+	// that has no refusal yet.
+	taken := map[*broker.Message]bool{}
+	for _, de := range dups {
+	find:
+		for i := len(batches) - 1; i >= 0; i-- {
+			for _, m := range batches[i] {
+				if m.Queue == de.Queue && m.ID == de.ID && !taken[m] {
+					taken[m] = true
+					mine[i] = multierror.Append(mine[i], de)
+					break find
+				}
+			}
+		}
+	}
+	for i := range errs {
+		errs[i] = mine[i].ErrorOrNil()
+	}
+	return errs
+}
+
+// Cancel removes the pending timer id of queue (the client's DefaultQueue
+// when empty): a job enqueued with a delay or run-at that has not become
+// ready yet. It reports whether the timer was still pending; for any timer
+// exactly one of Cancel and its promotion wins, so "payment vs timeout"
+// races have one winner. See package delay.
+func (c *Client) Cancel(ctx context.Context, queue, id string) (bool, error) {
+	t, queue, err := c.timers(queue)
+	if err != nil {
+		return false, err
+	}
+	return t.Cancel(ctx, queue, id)
+}
+
+// Reschedule moves the pending timer id of queue (the client's
+// DefaultQueue when empty) to at, and reports whether it was still pending.
+func (c *Client) Reschedule(ctx context.Context, queue, id string, at time.Time) (bool, error) {
+	t, queue, err := c.timers(queue)
+	if err != nil {
+		return false, err
+	}
+	return t.Reschedule(ctx, queue, id, at)
+}
+
+func (c *Client) timers(queue string) (broker.Timers, string, error) {
+	if queue == "" {
+		queue = c.cfg.DefaultQueue
+	}
+	t, ok := c.d.(broker.Timers)
+	if !ok || !c.d.Capabilities().Delay {
+		return nil, "", fmt.Errorf("conveyor: driver %T has no timers: %w", c.d, broker.ErrUnsupported)
+	}
+	return t, queue, nil
 }

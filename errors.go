@@ -16,6 +16,7 @@ var (
 	ErrInvalidQueue   = broker.ErrInvalidQueue
 	ErrInvalidMessage = broker.ErrInvalidMessage
 	ErrQueueFull      = broker.ErrQueueFull
+	ErrDuplicate      = broker.ErrDuplicate
 )
 
 var (

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/timers"
 	"github.com/conveyorq/conveyor/internal/ulid"
 )
 
@@ -16,8 +17,10 @@ type EnqueueOptions struct {
 	// Queue to enqueue to. Defaults to the client's DefaultQueue.
 	Queue string
 	// ID of the job. Defaults to a new time-sortable ID. A caller-supplied
-	// ID must be unique among the queue's live jobs (a business key such as
-	// "order:123:timeout").
+	// ID is a business key such as "order:123:timeout": a delayed job is a
+	// timer that Client.Cancel and Client.Reschedule find by it, and a
+	// second delayed job with the ID of a pending timer of the queue is
+	// refused with ErrDuplicate.
 	ID string
 	// Headers travel with the job (trace context, correlation IDs).
 	Headers map[string]string
@@ -42,7 +45,7 @@ type Request struct {
 
 // maxRunAhead bounds how far in the future a job may be scheduled, so that a
 // typo (year 9999) is an error rather than a job that never runs.
-const maxRunAhead = 100 * 365 * 24 * time.Hour
+const maxRunAhead = timers.MaxAhead
 
 // message builds the broker message for one request.
 func (c *Client) message(r Request, now time.Time) (*broker.Message, error) {

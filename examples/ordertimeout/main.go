@@ -138,10 +138,22 @@ func run(ctx context.Context, rdb redis.UniversalClient, logger *slog.Logger, w 
 		return err
 	}
 	fmt.Fprintf(out, "order 1001: payment arrived; payment won the race: %v\n", won)
+	// Its timer is no longer needed. Cancel reports whether it was still
+	// pending; if it was not, the timer already fired and its handler finds
+	// the order paid, so either way the order stays paid.
+	cancelled, err := client.Cancel(ctx, "", "order:1001:timeout")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "order 1001: payment timer cancelled before it fired: %v\n", cancelled)
+	pending := 1
+	if !cancelled {
+		pending++
+	}
 	fmt.Fprintln(out, "order 1002: no payment; waiting for its timer...")
 
 	deadline := time.After(paymentWindow + 15*time.Second)
-	for range orders {
+	for range pending {
 		select {
 		case <-settled:
 		case err := <-poolErr:

@@ -27,7 +27,7 @@ func checkDemo(t *testing.T, rdb redis.UniversalClient) {
 	for _, want := range []string{
 		"order 1001: payment arrived; payment won the race: true",
 		"order 1002: timeout won, order cancelled and stock returned",
-		"order 1001: timer fired but the order was already paid; nothing to do",
+		"order 1001: payment timer cancelled before it fired: true",
 		"final: order 1001 is paid",
 		"final: order 1002 is cancelled",
 		"final: tea in stock: 9",

@@ -29,7 +29,10 @@
 // Each test is a subtest named after what it proves (RoundTrip, Batch, FIFO,
 // RedeliveryAfterLeaseExpiry, StaleAckRefused, ExtendKeepsLease, FetchCancel,
 // FetchWakes, FetchAfterClose, ExclusiveDelivery, FanOut, Retry, Release,
-// Discard, DelayedEnqueue, UnsupportedOperations, NoKeysLeft,
+// Discard, PoisonDiscarded, DelayedEnqueue, TimerCancel,
+// TimerCancelAfterPromotion, TimerReschedule, TimerDuplicateID,
+// TimerPendingPages, TimerPromoteOnce, TimerNeverEarly, TimerRetryClash,
+// TimerWake, CronFireOnce, UnsupportedOperations, NoKeysLeft,
 // HostileQueueNames, InvalidMessages, Check) and is skipped, saying why,
 // when the driver's Capabilities do not call for it. A driver is correct when
 // the suite passes; a change of driver semantics extends this suite, not one
@@ -44,6 +47,12 @@
 //     "<prefix>:{<queue>}:dead" (a list, sorted set, set, hash or stream)
 //     whose records read "d1,<unix ms>,<len(reason)>:<reason><message>", the
 //     message in Conveyor's stored encoding (docs/redis-keys.md).
+//   - With Capabilities.Delay, the driver implements broker.Timers: a
+//     message with a RunAt ahead, or retried to a later time, is a timer
+//     that only Timers.Promote makes fetchable (the suite runs a
+//     delay.Promoter, see Promote, where a test needs one). A cron series'
+//     last-fire record is the only key allowed to outlive a test, and only
+//     with a TTL no longer than the keep it was given.
 //   - Lease expiry is noticed by the consumers of the queue themselves: a
 //     consumer blocked in Fetch receives an expired message within seconds,
 //     with no other process running. The suite accepts both ways of measuring

@@ -1,11 +1,14 @@
 package brokertest_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,23 +29,35 @@ type memDriver struct {
 	rdb    redis.UniversalClient
 	mutant string
 
-	mu     sync.Mutex
-	queues map[string]*memQueue
-	tokens atomic.Int64
+	mu       sync.Mutex
+	queues   map[string]*memQueue
+	tokens   atomic.Int64
+	receipts atomic.Int64
 }
 
 type memQueue struct {
 	ready    []*memEntry
-	delayed  []*memEntry
-	inflight map[string]*memEntry
-	wake     chan struct{} // closed and replaced on every change
+	timers   map[string]*memEntry // timer ID -> entry, due at entry.due
+	inflight map[string]*memEntry // receipt -> entry
+	wake     chan struct{}        // closed and replaced on every change
+	watchers map[chan struct{}]bool
+	fires    map[string]memFire // cron series -> last fire
 }
 
 type memEntry struct {
-	msg      broker.Message
-	token    string
-	deadline time.Time
-	runAt    time.Time
+	msg       broker.Message
+	receipt   string // unique among live entries: two in flight may share an ID
+	token     string
+	deadline  time.Time
+	due       int64 // unix ms, rounded up: a timer's due time
+	promoted  bool  // the promotetwice mutant has promoted it once
+	cancelled bool  // the cancelkeeps mutant has cancelled it
+}
+
+// memFire is a cron series' record of its last fire.
+type memFire struct {
+	last    int64 // unix ms
+	expires time.Time
 }
 
 func newMemDriver(rdb redis.UniversalClient, prefix, mutant string) *memDriver {
@@ -64,7 +79,13 @@ func (d *memDriver) Check(ctx context.Context) error {
 func (d *memDriver) queue(name string) *memQueue {
 	q := d.queues[name]
 	if q == nil {
-		q = &memQueue{inflight: map[string]*memEntry{}, wake: make(chan struct{})}
+		q = &memQueue{
+			timers:   map[string]*memEntry{},
+			inflight: map[string]*memEntry{},
+			wake:     make(chan struct{}),
+			watchers: map[chan struct{}]bool{},
+			fires:    map[string]memFire{},
+		}
 		d.queues[name] = q
 	}
 	return q
@@ -75,13 +96,19 @@ func (q *memQueue) notify() {
 	q.wake = make(chan struct{})
 }
 
-// sweep hands expired leases back and promotes due delayed entries.
+// newEntry returns an entry holding a copy of m with a fresh receipt.
+func (d *memDriver) newEntry(m *broker.Message) *memEntry {
+	return &memEntry{msg: *m, receipt: "r" + strconv.FormatInt(d.receipts.Add(1), 10)}
+}
+
+// sweep hands expired leases back. Due timers wait for Promote, as they do
+// in the Redis drivers: Fetch never promotes.
 func (d *memDriver) sweep(q *memQueue, now time.Time) {
 	if d.mutant != "noexpiry" {
 		var expired []*memEntry
-		for id, e := range q.inflight {
+		for r, e := range q.inflight {
 			if !now.Before(e.deadline) {
-				delete(q.inflight, id)
+				delete(q.inflight, r)
 				e.msg.Recoveries++
 				if e.msg.Recoveries >= broker.DefaultMaxRecoveries && d.mutant != "nopoison" {
 					d.poison(e, now)
@@ -92,11 +119,6 @@ func (d *memDriver) sweep(q *memQueue, now time.Time) {
 		}
 		slices.SortFunc(expired, func(a, b *memEntry) int { return a.deadline.Compare(b.deadline) })
 		q.ready = append(q.ready, expired...)
-	}
-	slices.SortStableFunc(q.delayed, func(a, b *memEntry) int { return a.runAt.Compare(b.runAt) })
-	for len(q.delayed) > 0 && !now.Before(q.delayed[0].runAt) {
-		q.ready = append(q.ready, q.delayed[0])
-		q.delayed = q.delayed[1:]
 	}
 }
 
@@ -116,11 +138,6 @@ func (q *memQueue) next() time.Time {
 			t = e.deadline
 		}
 	}
-	for _, e := range q.delayed {
-		if t.IsZero() || e.runAt.Before(t) {
-			t = e.runAt
-		}
-	}
 	return t
 }
 
@@ -135,24 +152,31 @@ func (d *memDriver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := time.Now()
+	var errs []error
 	for _, m := range msgs {
 		if err := d.validate(m); err != nil {
-			return err
+			if len(errs) == 0 {
+				return err
+			}
+			return errors.Join(append(errs, err)...)
 		}
-		e := &memEntry{msg: *m}
+		e := d.newEntry(m)
 		if d.mutant == "dropheaders" {
 			e.msg.Headers = nil
 		}
 		q := d.queue(m.Queue)
-		if m.RunAt.After(now) && d.mutant != "ignorerunat" {
-			e.runAt = m.RunAt
-			q.delayed = append(q.delayed, e)
-		} else {
-			q.ready = append(q.ready, e)
+		if due := dueMs(m.RunAt); due > now.UnixMilli() && d.mutant != "ignorerunat" {
+			if q.timers[m.ID] != nil && d.mutant != "duplicateoverwrites" {
+				errs = append(errs, &broker.DuplicateError{Queue: m.Queue, ID: m.ID})
+				continue
+			}
+			d.putTimer(q, m.ID, e, due)
+			continue
 		}
+		q.ready = append(q.ready, e)
 		q.notify()
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func (d *memDriver) validate(m *broker.Message) error {
@@ -215,8 +239,8 @@ func (c *memConsumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, e
 				e.token = e.msg.ID
 			}
 			e.deadline = now.Add(c.vt)
-			q.inflight[e.msg.ID] = e
-			out = append(out, &broker.Delivery{Message: e.msg, Token: e.token, LeaseDeadline: e.deadline})
+			q.inflight[e.receipt] = e
+			out = append(out, &broker.Delivery{Message: e.msg, Receipt: e.receipt, Token: e.token, LeaseDeadline: e.deadline})
 			if d.mutant == "onlyone" {
 				break
 			}
@@ -277,7 +301,7 @@ func (c *memConsumer) settle(ds []*broker.Delivery, f func(q *memQueue, e *memEn
 	d.sweep(q, now)
 	var errs []error
 	for _, dl := range ds {
-		e := q.inflight[dl.ID]
+		e := q.inflight[dl.Receipt]
 		if e == nil || (e.token != dl.Token && d.mutant != "nofence") {
 			errs = append(errs, &broker.DeliveryError{Delivery: dl, Err: broker.ErrLeaseLost})
 			continue
@@ -290,28 +314,29 @@ func (c *memConsumer) settle(ds []*broker.Delivery, f func(q *memQueue, e *memEn
 
 func (c *memConsumer) Ack(ctx context.Context, ds ...*broker.Delivery) error {
 	return c.settle(ds, func(q *memQueue, e *memEntry, _ *broker.Delivery, _ time.Time) {
-		delete(q.inflight, e.msg.ID)
+		delete(q.inflight, e.receipt)
 	})
 }
 
 func (c *memConsumer) Retry(ctx context.Context, dl *broker.Delivery, at time.Time) error {
 	return c.settle([]*broker.Delivery{dl}, func(q *memQueue, e *memEntry, _ *broker.Delivery, now time.Time) {
-		delete(q.inflight, e.msg.ID)
+		delete(q.inflight, e.receipt)
 		if c.d.mutant != "retrykeepsattempt" {
 			e.msg.Attempt++
 		}
-		if at.After(now) && c.d.mutant != "ignorerunat" {
-			e.runAt = at
-			q.delayed = append(q.delayed, e)
-		} else {
-			q.ready = append(q.ready, e)
+		if due := dueMs(at); due > now.UnixMilli() && c.d.mutant != "ignorerunat" {
+			if id := c.d.freeTimerID(q, e.msg.ID); id != "" {
+				c.d.putTimer(q, id, e, due)
+				return
+			}
 		}
+		q.ready = append(q.ready, e)
 	})
 }
 
 func (c *memConsumer) Release(ctx context.Context, ds ...*broker.Delivery) error {
 	return c.settle(ds, func(q *memQueue, e *memEntry, _ *broker.Delivery, _ time.Time) {
-		delete(q.inflight, e.msg.ID)
+		delete(q.inflight, e.receipt)
 		if c.d.mutant == "releasecounts" {
 			e.msg.Attempt++
 		}
@@ -323,7 +348,7 @@ func (c *memConsumer) Discard(ctx context.Context, dl *broker.Delivery, reason s
 	var rec []byte
 	err := c.settle([]*broker.Delivery{dl}, func(q *memQueue, e *memEntry, _ *broker.Delivery, now time.Time) {
 		if c.d.mutant != "discardkeeps" {
-			delete(q.inflight, e.msg.ID)
+			delete(q.inflight, e.receipt)
 		}
 		rec = fmt.Appendf(nil, "d1,%d,%d:%s", now.UnixMilli(), len(reason), reason)
 		rec = append(rec, codec.Encode(&e.msg, 0)...)
@@ -353,4 +378,284 @@ func (c *memConsumer) Close(ctx context.Context) error {
 		err = nil
 	})
 	return err
+}
+
+// The reference driver's timers follow the Redis drivers (internal/timers):
+// a timer is an entry under its ID, due at a time in unix milliseconds
+// rounded up, moved to ready only by Promote, earliest first (ties by ID, as
+// a sorted set orders them).
+var _ broker.Timers = (*memDriver)(nil)
+
+// dueMs is t in unix milliseconds rounded up, so that nothing is due before
+// t; the zero time and times before 1970 are 0.
+func dueMs(t time.Time) int64 {
+	if t.IsZero() || t.UnixNano() <= 0 {
+		return 0
+	}
+	ns := t.UnixNano()
+	ms := ns / 1e6
+	if ns%1e6 != 0 {
+		ms++
+	}
+	return ms
+}
+
+// head returns the due time of q's earliest timer; ok is false when none.
+func (q *memQueue) head() (due int64, ok bool) {
+	for _, e := range q.timers {
+		if !ok || e.due < due {
+			due, ok = e.due, true
+		}
+	}
+	return due, ok
+}
+
+// putTimer stores e as the timer id of q, due at due, and wakes the
+// watchers when it is now the earliest; the caller made sure id is free.
+func (d *memDriver) putTimer(q *memQueue, id string, e *memEntry, due int64) {
+	head, ok := q.head()
+	e.due = due
+	q.timers[id] = e
+	if !ok || due < head {
+		d.wakeWatchers(q)
+	}
+}
+
+func (d *memDriver) wakeWatchers(q *memQueue) {
+	if d.mutant == "nowake" {
+		return
+	}
+	for ch := range q.watchers {
+		select {
+		case ch <- struct{}{}:
+		default: // one wake-up waits already
+		}
+	}
+}
+
+// freeTimerID returns the timer ID for a retry of message id: id when free,
+// else the first free id#r<n>, else "" (the retry goes to ready).
+func (d *memDriver) freeTimerID(q *memQueue, id string) string {
+	if q.timers[id] == nil || d.mutant == "retryoverwrites" {
+		return id
+	}
+	for i := 1; i <= 16; i++ {
+		if v := id + "#r" + strconv.Itoa(i); q.timers[v] == nil {
+			return v
+		}
+	}
+	return ""
+}
+
+// sortedTimers returns q's timer IDs, earliest first.
+func (d *memDriver) sortedTimers(q *memQueue) []string {
+	ids := make([]string, 0, len(q.timers))
+	for id := range q.timers {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b string) int {
+		if d.mutant != "pendingunsorted" {
+			if c := cmp.Compare(q.timers[a].due, q.timers[b].due); c != 0 {
+				return c
+			}
+		}
+		return strings.Compare(a, b)
+	})
+	return ids
+}
+
+func (d *memDriver) checkQueue(queue string) error {
+	if d.mutant == "novalidate" {
+		return nil
+	}
+	return broker.ValidateQueue(queue)
+}
+
+func (d *memDriver) checkTimerID(queue, id string) error {
+	if err := d.checkQueue(queue); err != nil {
+		return err
+	}
+	return d.validate(&broker.Message{ID: id, Kind: "timer", Queue: queue})
+}
+
+func (d *memDriver) Promote(ctx context.Context, queue string, most int) (broker.Promotion, error) {
+	if err := d.checkQueue(queue); err != nil {
+		return broker.Promotion{}, err
+	}
+	if most < 1 {
+		return broker.Promotion{}, fmt.Errorf("mem: promote: max %d is not positive", most)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	q := d.queue(queue)
+	now := time.Now()
+	dueBy := now.UnixMilli()
+	if d.mutant == "promoteearly" {
+		dueBy += 250
+	}
+	most = min(most, 1000)
+	n := 0
+	for _, id := range d.sortedTimers(q) {
+		e := q.timers[id]
+		if n == most || e.due > dueBy {
+			break
+		}
+		n++
+		if d.mutant == "promotetwice" && !e.promoted {
+			e.promoted = true
+			q.ready = append(q.ready, d.newEntry(&e.msg))
+			continue
+		}
+		delete(q.timers, id)
+		q.ready = append(q.ready, e)
+	}
+	if n > 0 {
+		q.notify()
+	}
+	p := broker.Promotion{Promoted: n, Next: -1}
+	if head, ok := q.head(); ok {
+		p.Next = max(0, time.UnixMilli(head).Sub(now))
+	}
+	return p, nil
+}
+
+func (d *memDriver) Cancel(ctx context.Context, queue, id string) (bool, error) {
+	if err := d.checkTimerID(queue, id); err != nil {
+		return false, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	q := d.queue(queue)
+	e := q.timers[id]
+	if e == nil {
+		return d.mutant == "cancelalwaystrue", nil
+	}
+	if d.mutant == "cancelkeeps" {
+		// Marks the timer cancelled, which the promoter does not look at.
+		if e.cancelled {
+			return false, nil
+		}
+		e.cancelled = true
+		return true, nil
+	}
+	delete(q.timers, id)
+	return true, nil
+}
+
+func (d *memDriver) Reschedule(ctx context.Context, queue, id string, at time.Time) (bool, error) {
+	if err := d.checkTimerID(queue, id); err != nil {
+		return false, err
+	}
+	if time.Until(at) > 100*365*24*time.Hour {
+		return false, &broker.MessageError{ID: id, Field: "RunAt", Reason: "more than 100 years ahead"}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	q := d.queue(queue)
+	e := q.timers[id]
+	if e == nil {
+		return false, nil
+	}
+	if d.mutant == "reschedulenoop" {
+		return true, nil
+	}
+	head, _ := q.head()
+	e.due = dueMs(at)
+	if e.due < head {
+		d.wakeWatchers(q)
+	}
+	return true, nil
+}
+
+func (d *memDriver) PendingTimers(ctx context.Context, queue string, offset, limit int) ([]*broker.Message, int64, error) {
+	if err := d.checkQueue(queue); err != nil {
+		return nil, 0, err
+	}
+	if offset < 0 || limit < 1 {
+		return nil, 0, fmt.Errorf("mem: pending timers: offset %d, limit %d: want offset >= 0 and limit >= 1", offset, limit)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	q := d.queue(queue)
+	ids := d.sortedTimers(q)
+	page := ids[min(offset, len(ids)):min(offset+min(limit, 1000), len(ids))]
+	out := make([]*broker.Message, len(page))
+	for i, id := range page {
+		e := q.timers[id]
+		m := e.msg
+		m.Payload = slices.Clone(m.Payload)
+		m.Headers = maps.Clone(m.Headers)
+		m.Queue = queue
+		m.RunAt = time.UnixMilli(e.due)
+		out[i] = &m
+	}
+	return out, int64(len(ids)), nil
+}
+
+func (d *memDriver) WatchTimers(ctx context.Context, queue string) (<-chan struct{}, error) {
+	if err := d.checkQueue(queue); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ch := make(chan struct{}, 1)
+	d.mu.Lock()
+	q := d.queue(queue)
+	q.watchers[ch] = true
+	d.mu.Unlock()
+	go func() {
+		<-ctx.Done()
+		// Sends happen under d.mu, so none can follow the close.
+		d.mu.Lock()
+		delete(q.watchers, ch)
+		close(ch)
+		d.mu.Unlock()
+	}()
+	return ch, nil
+}
+
+func (d *memDriver) EnqueueFire(ctx context.Context, series string, m *broker.Message, keep time.Duration) (bool, error) {
+	if m == nil {
+		return false, &broker.MessageError{Field: "message", Reason: "nil"}
+	}
+	if err := d.validate(m); err != nil {
+		return false, err
+	}
+	if err := d.checkQueue(series); err != nil {
+		return false, fmt.Errorf("mem: fire: series %q: %w", series, err)
+	}
+	if m.RunAt.IsZero() {
+		return false, &broker.MessageError{ID: m.ID, Field: "RunAt", Reason: "a fire needs its time"}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	q := d.queue(m.Queue)
+	now := time.Now()
+	at := dueMs(m.RunAt)
+	if f, ok := q.fires[series]; ok && now.Before(f.expires) && f.last >= at && d.mutant != "fireignoreslast" {
+		return false, nil
+	}
+	if q.timers[m.ID] != nil {
+		return false, nil
+	}
+	q.fires[series] = memFire{last: at, expires: now.Add(max(keep, time.Second))}
+	d.putTimer(q, m.ID, d.newEntry(m), at)
+	return true, nil
+}
+
+func (d *memDriver) LastFire(ctx context.Context, queue, series string) (time.Time, bool, error) {
+	if err := d.checkQueue(queue); err != nil {
+		return time.Time{}, false, err
+	}
+	if err := d.checkQueue(series); err != nil {
+		return time.Time{}, false, fmt.Errorf("mem: last fire: series %q: %w", series, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f, ok := d.queue(queue).fires[series]
+	if !ok || !time.Now().Before(f.expires) {
+		return time.Time{}, false, nil
+	}
+	return time.UnixMilli(f.last), true, nil
 }

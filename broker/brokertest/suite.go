@@ -37,6 +37,7 @@ func fifo(c broker.Capabilities) bool        { return c.FIFO }
 func extend(c broker.Capabilities) bool      { return c.Extend && c.AtLeastOnce }
 func discard(c broker.Capabilities) bool     { return c.Discard && c.AtLeastOnce }
 func delays(c broker.Capabilities) bool      { return c.Delay }
+func retryLater(c broker.Capabilities) bool  { return c.Delay && c.AtLeastOnce }
 func lacksSomething(c broker.Capabilities) bool {
 	return !c.AtLeastOnce || !c.Delay || !c.Extend || !c.Discard
 }
@@ -58,6 +59,16 @@ var tests = []test{
 	{"Discard", discard, "Discard and AtLeastOnce", testDiscard},
 	{"PoisonDiscarded", discard, "Discard and AtLeastOnce", testPoison},
 	{"DelayedEnqueue", delays, "Delay", testDelayedEnqueue},
+	{"TimerCancel", delays, "Delay", testTimerCancel},
+	{"TimerCancelAfterPromotion", delays, "Delay", testTimerCancelAfterPromotion},
+	{"TimerReschedule", delays, "Delay", testTimerReschedule},
+	{"TimerDuplicateID", delays, "Delay", testTimerDuplicateID},
+	{"TimerPendingPages", delays, "Delay", testTimerPendingPages},
+	{"TimerPromoteOnce", delays, "Delay", testTimerPromoteOnce},
+	{"TimerNeverEarly", delays, "Delay", testTimerNeverEarly},
+	{"TimerRetryClash", retryLater, "Delay and AtLeastOnce", testTimerRetryClash},
+	{"TimerWake", delays, "Delay", testTimerWake},
+	{"CronFireOnce", delays, "Delay", testCronFireOnce},
 	{"UnsupportedOperations", lacksSomething, "nothing (it has every capability)", testUnsupported},
 	{"NoKeysLeft", always, "", testNoKeysLeft},
 	{"HostileQueueNames", always, "", testHostileQueueNames},

@@ -1,0 +1,132 @@
+package brokertest
+
+import (
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/redistest"
+)
+
+// testCronFireOnce proves EnqueueFire stores each fire of a series once:
+// of five instances firing the same time at once exactly one stores it, an
+// older fire afterwards is refused (fires only move forward), a newer one is
+// stored, LastFire reports the latest, and a fire in the past is due at
+// once. The last-fire record must expire: it is the one thing this test
+// leaves behind (its timers are cancelled or delivered), so instead of
+// AssertNoKeys it checks that every key left has a TTL no longer than keep.
+func testCronFireOnce(t *testing.T, e *env) {
+	const q, series, instances, keep = "cron-fire", "every-minute", 5, time.Hour
+	tm := timersOf(t, e.d)
+	ctx := Context(t, 30*time.Second)
+	fire := func(series string, at time.Time, i int) *broker.Message {
+		m := NewMessage(q, i)
+		m.ID = series + "@" + strconv.FormatInt(at.UnixMilli(), 10)
+		m.RunAt = at
+		return m
+	}
+	fireOnce := func(m *broker.Message, series string, want bool) {
+		t.Helper()
+		ok, err := tm.EnqueueFire(ctx, series, m, keep)
+		if err != nil {
+			t.Fatalf("EnqueueFire(%q, %s): %v", series, m.ID, err)
+		}
+		if ok != want {
+			t.Fatalf("EnqueueFire(%q, %s) = %v, want %v", series, m.ID, ok, want)
+		}
+	}
+	lastFire := func(series string, want time.Time) {
+		t.Helper()
+		at, ok, err := tm.LastFire(ctx, q, series)
+		if err != nil {
+			t.Fatalf("LastFire(%q): %v", series, err)
+		}
+		if want.IsZero() {
+			if ok {
+				t.Fatalf("LastFire(%q) = %v, want none", series, at)
+			}
+			return
+		}
+		if !ok || !at.Equal(want) {
+			t.Fatalf("LastFire(%q) = %v, %v; want %v, true", series, at, ok, want)
+		}
+	}
+
+	lastFire(series, time.Time{})
+	at := time.UnixMilli(time.Now().Add(time.Hour).UnixMilli())
+	start := make(chan struct{})
+	stored := make(chan bool, instances)
+	var wg sync.WaitGroup
+	for i := range instances {
+		wg.Go(func() {
+			<-start
+			ok, err := tm.EnqueueFire(ctx, series, fire(series, at, i), keep)
+			if err != nil {
+				t.Errorf("instance %d: EnqueueFire: %v", i, err)
+			}
+			stored <- ok
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(stored)
+	wins := 0
+	for ok := range stored {
+		if ok {
+			wins++
+		}
+	}
+	if wins != 1 {
+		t.Fatalf("%d of %d instances firing %q at %v stored the fire, want exactly 1", wins, instances, series, at)
+	}
+	lastFire(series, at)
+	fireOnce(fire(series, at.Add(-time.Minute), 10), series, false)
+	lastFire(series, at)
+	next := at.Add(time.Second)
+	fireOnce(fire(series, next, 11), series, true)
+	lastFire(series, next)
+
+	ms, total := pending(t, tm, q)
+	if total != 2 || len(ms) != 2 || ms[0].ID != fire(series, at, 0).ID || !ms[0].RunAt.Equal(at) ||
+		ms[1].ID != fire(series, next, 0).ID || !ms[1].RunAt.Equal(next) {
+		var got []string
+		for _, m := range ms {
+			got = append(got, m.ID+" at "+m.RunAt.String())
+		}
+		t.Fatalf("pending fires %q (total %d), want %s at %v and %s at %v",
+			got, total, fire(series, at, 0).ID, at, fire(series, next, 0).ID, next)
+	}
+	cancelTimer(t, tm, q, ms[0].ID, true)
+	cancelTimer(t, tm, q, ms[1].ID, true)
+
+	// A fire whose time has passed (an instance a little late) is due at once.
+	c := Open(t, e.d, q, nil)
+	past := fire("past", time.UnixMilli(time.Now().Add(-time.Minute).UnixMilli()), 20)
+	fireOnce(past, "past", true)
+	promoteDue(t, tm, q, 1)
+	d := FetchOne(t, c, 5*time.Second)
+	if d.ID != past.ID {
+		t.Fatalf("fetched %s, want the past fire %s", d.ID, past.ID)
+	}
+	checkSameMessage(t, &d.Message, past)
+	if err := c.Ack(ctx, d); err != nil {
+		t.Fatalf("Ack: %v", err)
+	}
+	lastFire("past", past.RunAt)
+	if err := c.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+
+	rdb := Client(t)
+	for _, k := range redistest.Keys(t, rdb, e.prefix) {
+		ttl, err := rdb.PTTL(ctx, k).Result()
+		if err != nil {
+			t.Fatalf("PTTL %s: %v", k, err)
+		}
+		if ttl <= 0 || ttl > keep {
+			t.Errorf("key %s left with TTL %v, want every key left (the last-fire records) to expire within %v", k, ttl, keep)
+		}
+	}
+}

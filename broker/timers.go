@@ -43,7 +43,9 @@ type Timers interface {
 	// msg.RunAt or later, and records msg.RunAt as the series' last fire in
 	// the same atomic step; the record lives for keep after that. It
 	// reports whether msg was stored: of any number of instances firing the
-	// same series at the same time, exactly one stores it.
+	// same series at the same time, exactly one stores it. A fire more than
+	// a minute ahead of the server's clock is refused with an error (its
+	// instance's clock runs ahead).
 	EnqueueFire(ctx context.Context, series string, msg *Message, keep time.Duration) (bool, error)
 	// LastFire returns the last fire time series recorded in queue; ok is
 	// false when there is none (never fired, or its record expired).

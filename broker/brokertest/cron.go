@@ -55,7 +55,7 @@ func testCronFireOnce(t *testing.T, e *env) {
 	}
 
 	lastFire(series, time.Time{})
-	at := time.UnixMilli(time.Now().Add(time.Hour).UnixMilli())
+	at := time.UnixMilli(time.Now().Add(30 * time.Second).UnixMilli())
 	start := make(chan struct{})
 	stored := make(chan bool, instances)
 	var wg sync.WaitGroup
@@ -86,6 +86,13 @@ func testCronFireOnce(t *testing.T, e *env) {
 	lastFire(series, at)
 	next := at.Add(time.Second)
 	fireOnce(fire(series, next, 11), series, true)
+	lastFire(series, next)
+	// An instance whose clock runs ahead must not store a fire that would
+	// make the record refuse the series' fires until then.
+	far := fire(series, time.Now().Add(2*time.Minute), 12)
+	if ok, err := tm.EnqueueFire(ctx, series, far, time.Hour); err == nil || ok {
+		t.Fatalf("EnqueueFire two minutes ahead of the server's clock: %v, %v; want an error", ok, err)
+	}
 	lastFire(series, next)
 
 	ms, total := pending(t, tm, q)

@@ -633,6 +633,9 @@ func (d *memDriver) EnqueueFire(ctx context.Context, series string, m *broker.Me
 	q := d.queue(m.Queue)
 	now := time.Now()
 	at := dueMs(m.RunAt)
+	if at > now.Add(time.Minute).UnixMilli() {
+		return false, fmt.Errorf("mem: fire at %v is over a minute ahead of the clock", at)
+	}
 	if f, ok := q.fires[series]; ok && now.Before(f.expires) && f.last >= at && d.mutant != "fireignoreslast" {
 		return false, nil
 	}

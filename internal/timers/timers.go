@@ -154,6 +154,10 @@ func Reschedule(ctx context.Context, rdb redis.Scripter, k Keys, id string, at t
 	return v == int64(1), nil
 }
 
+// MaxFireAhead bounds how far ahead of the server's clock a cron fire may
+// be stored (fire.lua refuses it otherwise).
+const MaxFireAhead = time.Minute
+
 // MaxAhead bounds how far ahead a timer may be due, so that a typo (the year
 // 9999) is an error rather than a timer that never fires.
 const MaxAhead = 100 * 365 * 24 * time.Hour
@@ -213,7 +217,7 @@ func Fire(ctx context.Context, rdb redis.Scripter, k Keys, series string, m *bro
 		return false, &broker.MessageError{ID: m.ID, Field: "RunAt", Reason: "a fire needs its time"}
 	}
 	v, err := fireScript.Run(ctx, rdb, []string{k.Delayed, k.Timers, k.Series(series)},
-		Score(m.RunAt), m.ID, stored, max(keep.Milliseconds(), 1000))
+		Score(m.RunAt), m.ID, stored, max(keep.Milliseconds(), 1000), MaxFireAhead.Milliseconds())
 	if err != nil {
 		return false, fmt.Errorf("fire %q in %q: %w", series, k.Queue, err)
 	}

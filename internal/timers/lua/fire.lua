@@ -11,10 +11,18 @@
 -- ARGV[2] timer ID (the fire ID: series and fire time)
 -- ARGV[3] stored message
 -- ARGV[4] how long the record of the last fire lives, ms
--- Reply: 1 when the fire was stored, 0 when it was already.
+-- ARGV[5] how far ahead of the server's clock a fire may be, ms
+-- Reply: 1 when the fire was stored, 0 when it was already. Error
+-- "CONVEYOR FIRE_AHEAD <detail>" for a fire further ahead than ARGV[5]:
+-- its instance's clock runs ahead, and storing it would make the record
+-- refuse every fire of the series until then.
 
 local delayed, timers, last = KEYS[1], KEYS[2], KEYS[3]
 local at = tonumber(ARGV[1])
+local now = now_ms()
+if at > now + tonumber(ARGV[5]) then
+  return redis.error_reply('CONVEYOR FIRE_AHEAD fire at ' .. ARGV[1] .. ' is over ' .. ARGV[5] .. ' ms ahead of the server clock ' .. now)
+end
 local prev = tonumber(redis.call('GET', last) or '')
 if (prev and prev >= at) or redis.call('ZSCORE', delayed, ARGV[2]) then
   return 0

@@ -23,8 +23,9 @@ type Config struct {
 	// oldest are dropped past it and counted in <Prefix>:{<queue>}:dead_dropped.
 	// Defaults to 10000.
 	DiscardMax int
-	// ReapBatch bounds one step of recovery and promotion: how many expired
-	// leases or due delayed messages one script call moves. Defaults to 100.
+	// ReapBatch bounds one step of recovery: how many expired leases one
+	// script call moves. Defaults to 100. (Timers are promoted apart, by
+	// package delay.)
 	ReapBatch int
 	// MaxRecoveries is how many lease expiries a message may have before it
 	// is treated as poison: the reclaim that would give it MaxRecoveries

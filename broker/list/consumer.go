@@ -18,8 +18,8 @@ const (
 	// deliveries whatever max it is given.
 	maxFetch = 1000
 	// maxBlock is the longest one blocking wait lasts before Fetch runs
-	// fetch.lua again, so that delayed messages and expired leases of
-	// which the waiting consumer heard nothing are picked up within it.
+	// fetch.lua again, so that expired leases of which the waiting
+	// consumer heard nothing are picked up within it.
 	// It sets the idle load: about two commands a second per consumer.
 	maxBlock = time.Second
 	// minBlock keeps a wait of "due now" from becoming a zero timeout,

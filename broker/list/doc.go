@@ -2,20 +2,23 @@
 // seed 001's LPUSH / RPOPLPUSH queue with a watcher, done with leases,
 // fencing tokens and atomic recovery.
 //
-// Each queue q has four keys and a counter (all <prefix>:{q}:..., one cluster
+// Each queue q has five keys and a counter (all <prefix>:{q}:..., one cluster
 // slot):
 //
 //	ready         LIST    stored messages; Enqueue LPUSHes, Fetch RPOPs (FIFO)
 //	lease         ZSET    stored message in flight, score = lease deadline
 //	                      (unix ms)
-//	delayed       ZSET    stored message, score = run-at (unix ms)
+//	delayed       ZSET    timer ID (the message ID), score = due time (unix ms)
+//	timers        HASH    timer ID -> stored message (internal/timers)
 //	dead          LIST    discard records, newest first, capped
 //	dead_dropped  STRING  count of discard records the cap trimmed
 //
 // Every state change is one Lua script (lua/*.lua). Fetch leases a batch
-// in one call and, in the same call, promotes due delayed messages and hands
-// expired leases back to the front of the ready list. MaxLen counts ready,
-// delayed and lease together.
+// in one call and, in the same call, hands expired leases back to the front
+// of the ready list. A message with a RunAt ahead, or retried to a later
+// time, is a timer: a delay.Promoter moves it to the back of the ready list
+// when due (the Driver's broker.Timers methods; docs/delay.md). MaxLen
+// counts ready, delayed and lease together.
 //
 // An expired lease counts a recovery on its message, not an attempt: the
 // worker crashed or stalled, the handler did not fail. A message that keeps

@@ -42,8 +42,8 @@ type Config struct {
 	// negative value turns the cap off.
 	MaxRecoveries int
 	// PollInterval is the longest an idle Fetch blocks before it looks again
-	// for due delayed messages and expired leases, and how often a busy
-	// consumer looks for expired leases. An idle consumer sends about two
+	// for expired leases, and how often a busy consumer looks for them (due
+	// timers wake it at once: a promoter appends them). An idle consumer sends about two
 	// commands per PollInterval. Defaults to 1s.
 	PollInterval time.Duration
 	// Logger receives warnings (entries deleted while pending, messages

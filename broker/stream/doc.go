@@ -18,7 +18,10 @@
 //	               (internal/codec). Consumer group Config.Group, created with
 //	               the stream (XGROUP CREATE ... 0 MKSTREAM) in the same script
 //	               as the first XADD, so the group sees every entry.
-//	p:{q}:delayed  ZSET of encoded messages scored by run-at (unix ms).
+//	p:{q}:delayed  ZSET of timer IDs (message IDs) scored by due time (unix
+//	               ms), and p:{q}:timers, a HASH of their encoded messages:
+//	               timers, which a delay.Promoter appends to the stream when
+//	               due (the Driver's broker.Timers methods; docs/delay.md).
 //	p:{q}:dead     LIST of discard records (Consumer.Discard, undecodable
 //	               entries, poison messages), newest first, capped at
 //	               Config.DiscardMax.
@@ -67,7 +70,7 @@
 // # Blocking
 //
 // An empty Fetch blocks in XREADGROUP ... BLOCK (outside Lua, where blocking
-// is not allowed) for at most Config.PollInterval or until the next delayed
-// message is due; a missing stream is awaited with XREAD BLOCK. Each blocking
+// is not allowed) for at most Config.PollInterval; a promoter's XADD of a due
+// timer wakes it at once. A missing stream is awaited with XREAD BLOCK. Each blocking
 // read holds one connection of the client's pool.
 package stream

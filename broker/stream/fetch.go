@@ -73,23 +73,28 @@ type fetchResult struct {
 	noStream bool
 }
 
-// fetchOnce runs fetch.lua; it recreates the consumer group if someone
-// destroyed it while the stream lives on.
+// fetchOnce runs one fetch round; it recreates the consumer group if
+// someone destroyed it while the stream lives on. NOGROUP also comes from a
+// drained stream deleted (with its group) and recreated between two
+// commands of a round by busy producers and consumers, so it tries a few
+// rounds before giving up.
 func (c *consumer) fetchOnce(ctx context.Context, max int) (fetchResult, error) {
-	r, err := c.runFetch(ctx, max)
-	if err != nil && strings.Contains(err.Error(), "NOGROUP") {
-		// Not MKSTREAM: if the stream is gone too, fetch.lua handles that.
-		// BUSYGROUP: another consumer recreated the group first.
+	for attempt := 1; ; attempt++ {
+		r, err := c.runFetch(ctx, max)
+		if err == nil || !strings.Contains(err.Error(), "NOGROUP") || attempt == 4 {
+			return r, err
+		}
+		// Not MKSTREAM: if the stream is gone too, the next round sees that.
+		// BUSYGROUP: someone recreated the stream and its group first.
 		cerr := c.d.rdb.XGroupCreate(ctx, c.keys.stream, c.d.cfg.Group, "0").Err()
 		if cerr == nil {
 			c.d.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "stream: consumer group was missing; recreated it from ID 0",
 				slog.String("queue", c.queue), slog.String("group", c.d.cfg.Group))
 		}
-		if cerr == nil || strings.Contains(cerr.Error(), "BUSYGROUP") || strings.Contains(cerr.Error(), "requires the key to exist") {
-			r, err = c.runFetch(ctx, max)
+		if cerr != nil && !strings.Contains(cerr.Error(), "BUSYGROUP") && !strings.Contains(cerr.Error(), "requires the key to exist") {
+			return r, err
 		}
 	}
-	return r, err
 }
 
 // runFetch runs one non-blocking fetch round. A round that takes over

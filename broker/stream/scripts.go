@@ -25,7 +25,7 @@ var (
 	closeSrc string
 
 	enqueueScript = script.New("stream/enqueue", timers.Lib+enqueueSrc)
-	fetchScript   = script.New("stream/fetch", fetchSrc)
+	fetchScript   = script.New("stream/fetch", timers.Lib+fetchSrc)
 	ackScript     = script.New("stream/ack", ackSrc)
 	requeueScript = script.New("stream/requeue", timers.Lib+requeueSrc)
 	discardScript = script.New("stream/discard", discardSrc)

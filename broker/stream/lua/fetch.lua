@@ -48,8 +48,7 @@ local group, me = ARGV[1], ARGV[2]
 local max = tonumber(ARGV[3])
 local maxRecoveries = tonumber(ARGV[6])
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 
 if redis.call('EXISTS', stream) == 0 then
   return {'', -1, 1, 0, 0}
@@ -99,11 +98,7 @@ if ARGV[5] ~= '' then
     if maxRecoveries > 0 and n >= maxRecoveries then
       local mid = ''
       if d then
-        local l, ipos = string.match(string.sub(m, pos, pos + 20), '^(%d+):()')
-        if l then
-          ipos = pos + ipos - 1
-          mid = string.sub(m, ipos, ipos + tonumber(l) - 1)
-        end
+        mid = stored_id(m, pos) or ''
         m = '1,' .. d .. ',' .. a .. ',' .. n .. ',' .. string.sub(m, pos)
       end
       poisoned[#poisoned + 1] = id

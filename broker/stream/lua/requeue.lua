@@ -57,11 +57,8 @@ for i = 4, #ARGV, 3 do
       a, r, pos = string.match(m, '^1,%d+,(%d+),(%d+),()')
     end
     if a then
-      local l, ipos = string.match(string.sub(m, pos, pos + 20), '^(%d+):()')
-      if l then
-        ipos = pos + ipos - 1
-        mid = string.sub(m, ipos, ipos + tonumber(l) - 1)
-      else
+      mid = stored_id(m, pos)
+      if not mid then
         a = nil
       end
     end

@@ -34,6 +34,18 @@ local function bulk(cmd, key, a, opt)
   end
 end
 
+-- stored_id returns the message ID of stored message m whose tail
+-- "<len(id)>:<id><body>" starts at position pos (see internal/codec), nil
+-- when the tail is malformed.
+local function stored_id(m, pos)
+  local l, ipos = string.match(string.sub(m, pos, pos + 20), '^(%d+):()')
+  if not l then
+    return nil
+  end
+  ipos = pos + ipos - 1
+  return string.sub(m, ipos, ipos + tonumber(l) - 1)
+end
+
 -- timer_head returns the due time of the earliest timer, nil when none.
 local function timer_head(delayed)
   return tonumber(redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')[2])

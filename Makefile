@@ -9,7 +9,7 @@
 # Variables (make test PKGS=./broker/list/... GOTESTFLAGS='-count=1 -run TestX'):
 #   PKGS                 packages for test and vet (default ./...)
 #   CLUSTER_PKGS         packages for test-cluster (default ./broker/...)
-#   BENCH_PKGS           packages for bench (default . ./broker/... ./worker/...)
+#   BENCH_PKGS           packages for bench (default . ./broker/... ./worker/... ./delay/...)
 #   BENCH, BENCHTIME     -bench regexp (default .) and -benchtime (default 1s)
 #   GOTESTFLAGS          extra go test flags, split on spaces
 #   CONVEYOR_TEST_REDIS_URL   Redis to use when it answers (default redis://127.0.0.1:6379/0)
@@ -18,7 +18,7 @@
 
 PKGS ?= ./...
 CLUSTER_PKGS ?= ./broker/...
-BENCH_PKGS ?= . ./broker/... ./worker/...
+BENCH_PKGS ?= . ./broker/... ./worker/... ./delay/...
 BENCH ?= .
 BENCHTIME ?= 1s
 GOTESTFLAGS ?=

@@ -96,6 +96,8 @@ func TestEnqueueRefusesBadInput(t *testing.T) {
 		"year 9999":      {RunAt: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)},
 		"brace in ID":    {ID: "order:{1}"},
 		"long ID":        {ID: strings.Repeat("i", 129)},
+		"timer, brace":   {ID: "order:{1}:timeout", Delay: time.Minute},
+		"timer, long ID": {ID: strings.Repeat("i", 129), Delay: time.Minute},
 	} {
 		if _, err := c.Enqueue(ctx, "k", nil, o); !errors.Is(err, conveyor.ErrInvalidMessage) {
 			t.Fatalf("%s: err = %v, want ErrInvalidMessage", name, err)

@@ -8,7 +8,7 @@
 #
 # Variables (make test PKGS=./broker/list/... GOTESTFLAGS='-count=1 -run TestX'):
 #   PKGS                 packages for test and vet (default ./...)
-#   CLUSTER_PKGS         packages for test-cluster (default ./broker/...)
+#   CLUSTER_PKGS         packages for test-cluster (default ./broker/... ./delay/...)
 #   BENCH_PKGS           packages for bench (default . ./broker/... ./worker/... ./delay/...)
 #   BENCH, BENCHTIME     -bench regexp (default .) and -benchtime (default 1s)
 #   GOTESTFLAGS          extra go test flags, split on spaces
@@ -17,7 +17,7 @@
 #   CONVEYOR_NO_INSTALL=1     never install redis-server
 
 PKGS ?= ./...
-CLUSTER_PKGS ?= ./broker/...
+CLUSTER_PKGS ?= ./broker/... ./delay/...
 BENCH_PKGS ?= . ./broker/... ./worker/... ./delay/...
 BENCH ?= .
 BENCHTIME ?= 1s

@@ -32,6 +32,7 @@ const (
 type Settler interface {
 	Ack(ctx context.Context, d *broker.Delivery) error
 	Retry(ctx context.Context, d *broker.Delivery, at time.Time) error
+	Postpone(ctx context.Context, d *broker.Delivery, at time.Time) error
 	Discard(ctx context.Context, d *broker.Delivery, reason string) error
 	Extend(ctx context.Context, d *broker.Delivery, ttl time.Duration) error
 }
@@ -53,6 +54,13 @@ func (j *Job) Ack(ctx context.Context) error {
 // The worker slot is free at once; nothing sleeps in process.
 func (j *Job) Retry(ctx context.Context, at time.Time) error {
 	return j.settle(func() error { return j.settler.Retry(ctx, j.delivery, at) })
+}
+
+// Postpone hands the job back to run again at at without counting a failed
+// attempt: for a job that could not start (a rate limit, a dependency not
+// ready), not one that failed. The worker slot is free at once.
+func (j *Job) Postpone(ctx context.Context, at time.Time) error {
+	return j.settle(func() error { return j.settler.Postpone(ctx, j.delivery, at) })
 }
 
 // Nack hands the job back to run again as soon as possible, counting a failed

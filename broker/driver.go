@@ -78,6 +78,10 @@ type Consumer interface {
 	// Retry hands d back to be delivered again at at (now or earlier means at
 	// once) and counts a failed attempt.
 	Retry(ctx context.Context, d *Delivery, at time.Time) error
+	// Postpone hands d back to be delivered again at at (now or earlier
+	// means at once) without counting a failed attempt: for a job that could
+	// not start (a rate limit, a dependency not ready), not one that failed.
+	Postpone(ctx context.Context, d *Delivery, at time.Time) error
 	// Release hands deliveries back to the ready queue at once
 	// without counting an attempt: for a worker that stops before running them.
 	Release(ctx context.Context, ds ...*Delivery) error

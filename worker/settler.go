@@ -23,6 +23,10 @@ func (s settler) Retry(ctx context.Context, d *broker.Delivery, at time.Time) er
 	return s.p.cons.Retry(ctx, d, at)
 }
 
+func (s settler) Postpone(ctx context.Context, d *broker.Delivery, at time.Time) error {
+	return s.p.cons.Postpone(ctx, d, at)
+}
+
 func (s settler) Discard(ctx context.Context, d *broker.Delivery, reason string) error {
 	return s.p.cons.Discard(ctx, d, reason)
 }

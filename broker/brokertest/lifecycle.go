@@ -82,6 +82,9 @@ func testUnsupported(t *testing.T, e *env) {
 		if err := c.Retry(ctx, d, time.Now()); !errors.Is(err, broker.ErrUnsupported) {
 			t.Errorf("Retry on a driver without AtLeastOnce: %v, want broker.ErrUnsupported", err)
 		}
+		if err := c.Postpone(ctx, d, time.Now()); !errors.Is(err, broker.ErrUnsupported) {
+			t.Errorf("Postpone on a driver without AtLeastOnce: %v, want broker.ErrUnsupported", err)
+		}
 	}
 	if !e.caps.Discard {
 		if err := c.Discard(ctx, d, "x"); !errors.Is(err, broker.ErrUnsupported) {

@@ -319,9 +319,17 @@ func (c *memConsumer) Ack(ctx context.Context, ds ...*broker.Delivery) error {
 }
 
 func (c *memConsumer) Retry(ctx context.Context, dl *broker.Delivery, at time.Time) error {
+	return c.requeueAt(dl, at, c.d.mutant != "retrykeepsattempt")
+}
+
+func (c *memConsumer) Postpone(ctx context.Context, dl *broker.Delivery, at time.Time) error {
+	return c.requeueAt(dl, at, c.d.mutant == "postponecounts")
+}
+
+func (c *memConsumer) requeueAt(dl *broker.Delivery, at time.Time, count bool) error {
 	return c.settle([]*broker.Delivery{dl}, func(q *memQueue, e *memEntry, _ *broker.Delivery, now time.Time) {
 		delete(q.inflight, e.receipt)
-		if c.d.mutant != "retrykeepsattempt" {
+		if count {
 			e.msg.Attempt++
 		}
 		if due := dueMs(at); due > now.UnixMilli() && c.d.mutant != "ignorerunat" {

@@ -140,3 +140,48 @@ func testDelayedEnqueue(t *testing.T, e *env) {
 		t.Fatalf("Ack: %v", err)
 	}
 }
+
+// testPostpone proves Postpone hands a delivery back without counting an
+// attempt, that the postponed delivery is dead, and, with Delay, that
+// Postpone(at) holds the message back until at.
+func testPostpone(t *testing.T, e *env) {
+	const q = "postpone"
+	c := Open(t, e.d, q, nil)
+	if e.caps.Delay {
+		Promote(t, e.d, q)
+	}
+	m := NewMessage(q, 1)
+	Enqueue(t, e.d, m)
+	ctx := Context(t, 30*time.Second)
+
+	d0 := FetchOne(t, c, 5*time.Second)
+	if err := c.Postpone(ctx, d0, time.Now()); err != nil {
+		t.Fatalf("Postpone(now): %v", err)
+	}
+	d1 := FetchOne(t, c, 5*time.Second)
+	if d1.ID != m.ID || d1.Attempt != d0.Attempt {
+		t.Fatalf("after Postpone(now) fetched %s attempt %d, want %s attempt %d (no attempt counted)", d1.ID, d1.Attempt, m.ID, d0.Attempt)
+	}
+	checkSameMessage(t, &d1.Message, m)
+	checkLeaseLost(t, "Ack of a postponed delivery", c.Ack(ctx, d0), d0, true)
+
+	last := d1
+	if e.caps.Delay {
+		at := time.Now().Add(700 * time.Millisecond)
+		if err := c.Postpone(ctx, d1, at); err != nil {
+			t.Fatalf("Postpone(at): %v", err)
+		}
+		d2 := FetchOne(t, c, time.Until(at)+5*time.Second)
+		if got := time.Now(); got.Before(at.Add(-clockSlack)) {
+			t.Fatalf("Postpone(at) delivered %v early", at.Sub(got))
+		}
+		if d2.ID != m.ID || d2.Attempt != d0.Attempt {
+			t.Fatalf("after Postpone(at) fetched %s attempt %d, want %s attempt %d", d2.ID, d2.Attempt, m.ID, d0.Attempt)
+		}
+		last = d2
+	}
+	if err := c.Ack(ctx, last); err != nil {
+		t.Fatalf("Ack: %v", err)
+	}
+	ExpectNone(t, c, 300*time.Millisecond)
+}

@@ -56,6 +56,7 @@ var tests = []test{
 	{"FanOut", fanOut, "FanOut", testFanOut},
 	{"Retry", atLeastOnce, "AtLeastOnce", testRetry},
 	{"Release", atLeastOnce, "AtLeastOnce", testRelease},
+	{"Postpone", atLeastOnce, "AtLeastOnce", testPostpone},
 	{"Discard", discard, "Discard and AtLeastOnce", testDiscard},
 	{"PoisonDiscarded", discard, "Discard and AtLeastOnce", testPoison},
 	{"DelayedEnqueue", delays, "Delay", testDelayedEnqueue},

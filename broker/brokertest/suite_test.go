@@ -53,6 +53,8 @@ func TestMutantsFail(t *testing.T) {
 		{"discardkeeps", "Discard"},
 		{"nopoison", "PoisonDiscarded"},
 		{"ignorerunat", "DelayedEnqueue"},
+		{"ignorerunat", "Postpone"},
+		{"postponecounts", "Postpone"},
 		{"cancelalwaystrue", "TimerCancel"},
 		{"cancelkeeps", "TimerCancel"},
 		{"promotetwice", "TimerCancelAfterPromotion"},

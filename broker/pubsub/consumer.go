@@ -117,6 +117,12 @@ func (c *Consumer) Retry(context.Context, *broker.Delivery, time.Time) error {
 	return fmt.Errorf("pubsub: retry: %w", broker.ErrUnsupported)
 }
 
+// Postpone returns broker.ErrUnsupported: nothing keeps a message to
+// redeliver.
+func (c *Consumer) Postpone(context.Context, *broker.Delivery, time.Time) error {
+	return fmt.Errorf("pubsub: postpone: %w", broker.ErrUnsupported)
+}
+
 // Discard returns broker.ErrUnsupported: there is no discard queue.
 func (c *Consumer) Discard(context.Context, *broker.Delivery, string) error {
 	return fmt.Errorf("pubsub: discard: %w", broker.ErrUnsupported)

@@ -36,6 +36,12 @@ func (c *consumer) Retry(ctx context.Context, d *broker.Delivery, at time.Time) 
 	return single(c.requeue(ctx, "retry", 1, timers.Score(at), d))
 }
 
+// Postpone hands d back to run again at at, as Retry does, without counting
+// an attempt.
+func (c *consumer) Postpone(ctx context.Context, d *broker.Delivery, at time.Time) error {
+	return single(c.requeue(ctx, "postpone", 0, timers.Score(at), d))
+}
+
 // Release hands deliveries back to the end of the stream at once, without
 // counting an attempt.
 func (c *consumer) Release(ctx context.Context, ds ...*broker.Delivery) error {

@@ -1,5 +1,6 @@
 -- retry.lua: hand one delivery back to be run again at a time, counting a
--- failed attempt (attempt+1; deliveries+1 for the next delivery, lib.lua).
+-- failed attempt (attempt+ARGV[4]; deliveries+1 for the next delivery,
+-- lib.lua). Consumer.Retry counts one, Consumer.Postpone none.
 -- Due now or earlier: the back of ready; later: a timer under the message's
 -- ID (or a free variant of it, see timer_free), which wakes the promoters
 -- when it is the earliest. Fenced like ack.lua.
@@ -11,6 +12,7 @@
 -- ARGV[1] stored message (the delivery's receipt)
 -- ARGV[2] token (deliveries as a decimal string)
 -- ARGV[3] run-at, unix ms
+-- ARGV[4] attempt increment: 1 (retry) or 0 (postpone)
 -- Reply: "OK" or "LEASE_LOST".
 
 local ready, lease, delayed = KEYS[1], KEYS[2], KEYS[3]
@@ -20,7 +22,7 @@ local d, a, r, id, tail = parse(v)
 if not d or d ~= ARGV[2] or redis.call('ZREM', lease, v) == 0 then
   return 'LEASE_LOST'
 end
-v = build(d + 1, a + 1, r, tail)
+v = build(d + 1, a + tonumber(ARGV[4]), r, tail)
 local tid
 if at > now_ms() then
   tid = timer_free(delayed, id)

@@ -1,6 +1,7 @@
 -- requeue.lua: hand a batch of deliveries back to their queue (stream driver);
--- Consumer.Retry (attempt + 1, maybe later) and Consumer.Release (at once, no
--- attempt counted) both run it.
+-- Consumer.Retry (attempt + 1, maybe later), Consumer.Postpone (no attempt
+-- counted, maybe later) and Consumer.Release (at once, no attempt counted)
+-- run it.
 --
 -- Each delivery is fenced as in ack.lua. The entry is then XACKed and XDELed
 -- and its message stored again with a new header: attempt + ARGV[3], and the
@@ -17,7 +18,7 @@
 -- KEYS[3]  <prefix>:{<queue>}:timers   HASH timer ID -> encoded message
 -- ARGV[1]  consumer group name
 -- ARGV[2]  consumer name
--- ARGV[3]  attempt increment: 1 for a retry, 0 for a release
+-- ARGV[3]  attempt increment: 1 for a retry, 0 for a postpone or a release
 -- ARGV[4], ARGV[5], ARGV[6], ...  triples: entry ID, delivery count (the count part of the token),
 --          run-at (unix ms, 0 = now)
 --

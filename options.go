@@ -28,6 +28,14 @@ type EnqueueOptions struct {
 	Delay time.Duration
 	// RunAt makes the job ready at RunAt; it wins over Delay when both are set.
 	RunAt time.Time
+	// UniqueKey, when set, makes Enqueue refuse the job with ErrDuplicate
+	// (a *broker.DuplicateError naming the key) while another job of the
+	// queue holds the key: the first job enqueued with it holds it for
+	// UniqueFor, whether it has run by then or not. The producer's twin of
+	// the idempotency middleware.
+	UniqueKey string
+	// UniqueFor is how long a UniqueKey is held. Defaults to 1h.
+	UniqueFor time.Duration
 	// MaxAttempts caps handler runs. Defaults to the pool's setting.
 	MaxAttempts int
 	// Timeout bounds one handler run. Defaults to the pool's setting.
@@ -42,6 +50,10 @@ type Request struct {
 	Args any
 	Opts *EnqueueOptions
 }
+
+// DefaultUniqueFor is how long a UniqueKey is held when EnqueueOptions does
+// not say.
+const DefaultUniqueFor = time.Hour
 
 // maxRunAhead bounds how far in the future a job may be scheduled, so that a
 // typo (year 9999) is an error rather than a job that never runs.
@@ -63,6 +75,10 @@ func (c *Client) message(r Request, now time.Time) (*broker.Message, error) {
 	m := &broker.Message{
 		ID: o.ID, Kind: r.Kind, Queue: o.Queue, Payload: payload, Headers: copyHeaders(o.Headers),
 		MaxAttempts: o.MaxAttempts, Timeout: o.Timeout, EnqueuedAt: now,
+		UniqueKey: o.UniqueKey, UniqueTTL: o.UniqueFor,
+	}
+	if m.UniqueKey != "" && m.UniqueTTL == 0 {
+		m.UniqueTTL = DefaultUniqueFor
 	}
 	if m.Queue == "" {
 		m.Queue = c.cfg.DefaultQueue

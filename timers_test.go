@@ -110,3 +110,55 @@ func TestCancelWithoutTimers(t *testing.T) {
 		t.Fatalf("Cancel on the pubsub driver: %v, want ErrUnsupported", err)
 	}
 }
+
+// A unique key refuses every other job with the key while it is held:
+// 100 enqueues from 10 goroutines store one job, whatever round trips they
+// share.
+func TestUniqueKeyStoresOnce(t *testing.T) {
+	t.Parallel()
+	c, d, _, _ := newClient(t, nil)
+	ctx := context.Background()
+	var mu sync.Mutex
+	stored, refused := 0, 0
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			for range 10 {
+				_, err := c.Enqueue(ctx, "charge", nil, &conveyor.EnqueueOptions{UniqueKey: "charge:order:7", UniqueFor: time.Minute})
+				var de *broker.DuplicateError
+				mu.Lock()
+				switch {
+				case err == nil:
+					stored++
+				case errors.Is(err, conveyor.ErrDuplicate) && errors.As(err, &de) && de.Key == "charge:order:7":
+					refused++
+				default:
+					t.Errorf("Enqueue: %v, want nil or a DuplicateError naming the key", err)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if stored != 1 || refused != 99 {
+		t.Fatalf("%d stored, %d refused; want 1 and 99", stored, refused)
+	}
+	c2, err := d.Open(ctx, "default", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close(ctx)
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ds, err := c2.Fetch(fctx, 100)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("fetched %d jobs, %v; want the one stored", len(ds), err)
+	}
+	// Other keys and jobs without a key are not affected.
+	if _, err := c.Enqueue(ctx, "charge", nil, &conveyor.EnqueueOptions{UniqueKey: "charge:order:8"}); err != nil {
+		t.Fatalf("another key: %v", err)
+	}
+	if _, err := c.Enqueue(ctx, "charge", nil, &conveyor.EnqueueOptions{UniqueKey: "charge:{8}"}); !errors.Is(err, conveyor.ErrInvalidMessage) {
+		t.Fatalf("a unique key with braces: %v, want ErrInvalidMessage", err)
+	}
+}

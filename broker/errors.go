@@ -79,15 +79,20 @@ func (e *QueueError) Unwrap() error { return e.Err }
 var ErrDuplicate = errors.New("conveyor: duplicate")
 
 // DuplicateError reports a message refused because a pending timer of its
-// queue already has its ID. The other messages of the same Enqueue call are
-// stored; a driver's Enqueue returns one *DuplicateError per refused message
-// (in a *multierror.Error when there are several errors).
+// queue already has its ID, or (Key set) because another message of its
+// queue holds its unique key. The other messages of the same Enqueue call
+// are stored; a driver's Enqueue returns one *DuplicateError per refused
+// message (in a *multierror.Error when there are several errors).
 type DuplicateError struct {
 	Queue string
-	ID    string
+	ID    string // the refused message's ID
+	Key   string // the unique key it asked for; empty for a duplicate timer
 }
 
 func (e *DuplicateError) Error() string {
+	if e.Key != "" {
+		return fmt.Sprintf("conveyor: message %q refused: queue %q has a message holding unique key %q", e.ID, e.Queue, e.Key)
+	}
 	return fmt.Sprintf("conveyor: queue %q already has a pending timer %q", e.Queue, e.ID)
 }
 

@@ -32,6 +32,14 @@ type Message struct {
 	// RunAt, when after now, delays the message: it becomes ready at RunAt.
 	// Only drivers with Capabilities.Delay accept it.
 	RunAt time.Time
+	// UniqueKey, when set, makes Enqueue refuse the message (a
+	// *DuplicateError naming the key) while another message of its queue
+	// holds the key: the first message that claimed it holds it for
+	// UniqueTTL. Enqueue-side only; it is not stored with the message.
+	UniqueKey string
+	// UniqueTTL is how long UniqueKey is held; it must be positive when
+	// UniqueKey is set.
+	UniqueTTL time.Duration
 }
 
 // Delivery is a Message handed to one consumer under a lease.

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"strconv"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -33,6 +34,14 @@ func ValidateMessage(m *Message) error {
 	}
 	if m.Attempt < 0 || m.Recoveries < 0 || m.MaxAttempts < 0 || m.Timeout < 0 {
 		return &MessageError{ID: m.ID, Field: "counters", Reason: "negative"}
+	}
+	if m.UniqueKey != "" {
+		if reason := checkName(m.UniqueKey); reason != "" {
+			return &MessageError{ID: m.ID, Field: "UniqueKey", Reason: reason}
+		}
+		if m.UniqueTTL < time.Millisecond {
+			return &MessageError{ID: m.ID, Field: "UniqueTTL", Reason: "under 1ms with a UniqueKey"}
+		}
 	}
 	return nil
 }

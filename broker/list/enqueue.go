@@ -17,8 +17,9 @@ import (
 // queue's messages), all of them in one round trip. Every message is
 // validated first; if one is invalid nothing is stored. A message with a
 // RunAt after now (Redis time) becomes a timer, due then (see Promote); one
-// whose ID a pending timer of its queue has is refused with a
-// *broker.DuplicateError while the others are stored.
+// whose ID a pending timer of its queue has, or whose UniqueKey another
+// message holds, is refused with a *broker.DuplicateError while the others
+// are stored.
 //
 // Messages of different queues cannot be stored atomically together (their
 // keys may live on different cluster nodes): when one queue refuses its
@@ -32,7 +33,7 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 		return fmt.Errorf("list: enqueue: %w", err)
 	}
 	now := time.Now()
-	if single && d.cfg.MaxLen == 0 && !anyDelayed(msgs) {
+	if single && d.cfg.MaxLen == 0 && timers.Plain(msgs) {
 		// Nothing to check and nowhere else to go: a plain LPUSH is as
 		// atomic as the script and costs Redis and the round trip less.
 		q := msgs[0].Queue
@@ -43,7 +44,8 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 	}
 	if single {
 		q := msgs[0].Queue
-		v, err := enqueueScript.Run(ctx, d.client, d.keys(q).enqueue, d.enqueueArgs(msgs, now)...)
+		keys, args := d.enqueueCall(msgs, now)
+		v, err := enqueueScript.Run(ctx, d.client, keys, args...)
 		if err != nil {
 			return fmt.Errorf("list: enqueue %q: %w", q, err)
 		}
@@ -57,7 +59,8 @@ func (d *Driver) enqueueMany(ctx context.Context, msgs []*broker.Message, now ti
 	groups := broker.GroupByQueue(msgs)
 	calls := make([]*script.Call, len(groups))
 	for i, g := range groups {
-		calls[i] = &script.Call{Keys: d.keys(g[0].Queue).enqueue, Args: d.enqueueArgs(g, now)}
+		keys, args := d.enqueueCall(g, now)
+		calls[i] = &script.Call{Keys: keys, Args: args}
 	}
 	enqueueScript.RunPipelined(ctx, d.client, calls)
 	var errs *multierror.Error
@@ -73,15 +76,16 @@ func (d *Driver) enqueueMany(ctx context.Context, msgs []*broker.Message, now ti
 	return errs.ErrorOrNil()
 }
 
-// enqueueArgs builds enqueue.lua's ARGV: the cap, then run-at, ID and the
-// stored form of each message.
-func (d *Driver) enqueueArgs(msgs []*broker.Message, now time.Time) []any {
-	args := make([]any, 1, 1+3*len(msgs))
+// enqueueCall builds enqueue.lua's KEYS and ARGV for msgs of one queue:
+// the cap, then five items per message (internal/timers.EnqueueArgs).
+func (d *Driver) enqueueCall(msgs []*broker.Message, now time.Time) ([]string, []any) {
+	k := d.keys(msgs[0].Queue)
+	args := make([]any, 1, 1+5*len(msgs))
 	args[0] = d.cfg.MaxLen
-	for _, m := range msgs {
-		args = append(args, timers.Score(m.RunAt), m.ID, stored(m, now))
-	}
-	return args
+	// The full slice expression makes an appended unique key copy the
+	// cached KEYS rather than write into them.
+	keys := k.enqueue[:len(k.enqueue):len(k.enqueue)]
+	return timers.EnqueueArgs(k.timers, keys, args, msgs, func(m *broker.Message) []byte { return stored(m, now) })
 }
 
 // values returns the stored form of each message, for LPUSH.
@@ -104,13 +108,4 @@ func stored(m *broker.Message, now time.Time) []byte {
 		return codec.Encode(&c, 1)
 	}
 	return codec.Encode(m, 1)
-}
-
-func anyDelayed(msgs []*broker.Message) bool {
-	for _, m := range msgs {
-		if !m.RunAt.IsZero() {
-			return true
-		}
-	}
-	return false
 }

@@ -22,7 +22,8 @@ import (
 // does not fit is refused whole (broker.ErrQueueFull); the other queues'
 // batches are still stored. A message with a RunAt after now (Redis time)
 // becomes a timer (see Promote); one whose ID a pending timer of its queue
-// has is refused with a *broker.DuplicateError while the others are stored.
+// has, or whose UniqueKey another message holds, is refused with a
+// *broker.DuplicateError while the others are stored.
 func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 	if len(msgs) == 0 {
 		return nil
@@ -31,7 +32,7 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 	if err != nil {
 		return fmt.Errorf("stream: enqueue: %w", err)
 	}
-	if single && len(msgs) == 1 && d.cfg.MaxLen == 0 && msgs[0].RunAt.IsZero() {
+	if single && len(msgs) == 1 && d.cfg.MaxLen == 0 && timers.Plain(msgs) {
 		// A stream exists only together with its group: enqueue.lua creates
 		// both, and a drained stream is deleted with its group. So while the
 		// stream exists a plain XADD is as safe as the script and cheaper;
@@ -46,8 +47,8 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 		}
 	}
 	if single && len(msgs) <= maxBatch {
-		k := d.keys(msgs[0].Queue)
-		v, err := enqueueScript.Run(ctx, d.rdb, []string{k.stream, k.delayed, k.timers.Timers}, d.enqueueArgs(msgs)...)
+		keys, args := d.enqueueCall(msgs)
+		v, err := enqueueScript.Run(ctx, d.rdb, keys, args...)
 		if err != nil {
 			return fmt.Errorf("stream: enqueue: %w", err)
 		}
@@ -65,10 +66,10 @@ func (d *Driver) enqueueMany(ctx context.Context, msgs []*broker.Message) error 
 		batches [][]*broker.Message
 	)
 	for _, qm := range broker.GroupByQueue(msgs) {
-		k := d.keys(qm[0].Queue)
 		for len(qm) > 0 {
 			n := min(len(qm), maxBatch)
-			calls = append(calls, &script.Call{Keys: []string{k.stream, k.delayed, k.timers.Timers}, Args: d.enqueueArgs(qm[:n])})
+			keys, args := d.enqueueCall(qm[:n])
+			calls = append(calls, &script.Call{Keys: keys, Args: args})
 			queues = append(queues, qm[0].Queue)
 			batches = append(batches, qm[:n])
 			qm = qm[n:]
@@ -88,12 +89,13 @@ func (d *Driver) enqueueMany(ctx context.Context, msgs []*broker.Message) error 
 	return errs.ErrorOrNil()
 }
 
-// enqueueArgs returns enqueue.lua's ARGV for msgs of one queue.
-func (d *Driver) enqueueArgs(msgs []*broker.Message) []any {
-	args := make([]any, 0, 2+3*len(msgs))
+// enqueueCall returns enqueue.lua's KEYS and ARGV for msgs of one queue:
+// the group and the cap, then five items per message
+// (internal/timers.EnqueueArgs).
+func (d *Driver) enqueueCall(msgs []*broker.Message) ([]string, []any) {
+	k := d.keys(msgs[0].Queue)
+	args := make([]any, 0, 2+5*len(msgs))
 	args = append(args, d.cfg.Group, strconv.Itoa(d.cfg.MaxLen))
-	for _, m := range msgs {
-		args = append(args, timers.Score(m.RunAt), m.ID, codec.Encode(m, 0))
-	}
-	return args
+	return timers.EnqueueArgs(k.timers, []string{k.stream, k.delayed, k.timers.Timers}, args, msgs,
+		func(m *broker.Message) []byte { return codec.Encode(m, 0) })
 }

@@ -72,6 +72,11 @@ func QueueKeys(prefix, queue string) Keys {
 	return Keys{Queue: queue, Delayed: q.Part("delayed"), Timers: q.Part("timers"), Channel: q.Part("wake"), prefix: prefix}
 }
 
+// Unique returns the key that holds a unique key of the queue.
+func (k Keys) Unique(key string) string {
+	return keys.Queue(k.prefix, k.Queue).Part("unique:" + key)
+}
+
 // Series returns the key of a cron series' last-fire record.
 func (k Keys) Series(series string) string {
 	return keys.Queue(k.prefix, k.Queue).Part("cron:" + series)
@@ -271,16 +276,54 @@ func Watch(ctx context.Context, rdb redis.UniversalClient, k Keys) (<-chan struc
 	return out, nil
 }
 
-// Duplicates turns an enqueue script's reply (the 1-based numbers of the
-// messages of msgs refused as duplicate timers) into errors; nil for none.
+// EnqueueArgs appends to args, for each message of one queue, the five
+// ARGV items the drivers' enqueue.lua read: the run-at score (0: now), the
+// ID, the stored form, the position in KEYS of its unique key (0: none) and
+// the unique key's TTL in ms. It returns keys with the unique keys appended.
+func EnqueueArgs(k Keys, keys []string, args []any, msgs []*broker.Message, stored func(*broker.Message) []byte) ([]string, []any) {
+	for _, m := range msgs {
+		u, ttl := 0, int64(0)
+		if m.UniqueKey != "" {
+			keys = append(keys, k.Unique(m.UniqueKey))
+			u, ttl = len(keys), max(m.UniqueTTL.Milliseconds(), 1)
+		}
+		args = append(args, Score(m.RunAt), m.ID, stored(m), u, ttl)
+	}
+	return keys, args
+}
+
+// Plain reports whether msgs can be stored without a script: none is
+// delayed or asks for a unique key.
+func Plain(msgs []*broker.Message) bool {
+	for _, m := range msgs {
+		if !m.RunAt.IsZero() || m.UniqueKey != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// Duplicates turns an enqueue script's reply (the 1-based numbers k of the
+// refused messages of msgs: k for a duplicate timer, -k for a held unique
+// key) into errors; nil for none.
 func Duplicates(msgs []*broker.Message, reply any) *multierror.Error {
 	ks, _ := reply.([]any)
 	var errs *multierror.Error
-	for _, k := range ks {
-		if i, ok := k.(int64); ok && i >= 1 && int(i) <= len(msgs) {
-			m := msgs[i-1]
-			errs = multierror.Append(errs, &broker.DuplicateError{Queue: m.Queue, ID: m.ID})
+	for _, v := range ks {
+		i, ok := v.(int64)
+		key := false
+		if i < 0 {
+			i, key = -i, true
 		}
+		if !ok || i < 1 || int(i) > len(msgs) {
+			continue
+		}
+		m := msgs[i-1]
+		e := &broker.DuplicateError{Queue: m.Queue, ID: m.ID}
+		if key {
+			e.Key = m.UniqueKey
+		}
+		errs = multierror.Append(errs, e)
 	}
 	return errs
 }

@@ -4,24 +4,29 @@
 -- the future becomes a timer (delayed ZSET + timers HASH, see
 -- internal/timers) that a promoter appends when due. A timer whose ID a
 -- pending timer of the queue already has (or an earlier message of this
--- batch) is refused and named in the reply; the rest are stored. When the
+-- batch) is refused, and so is a message whose unique key is held (SET NX
+-- PX: held for the key's TTL by the first message that claimed it); the
+-- reply names them, and the rest are stored. When the
 -- stream does not exist it is created together with its consumer group
 -- (read from ID 0), in this same script, so the group never misses an entry.
 --
 -- KEYS[1]  <prefix>:{<queue>}:stream   STREAM, field "m" = encoded message
 -- KEYS[2]  <prefix>:{<queue>}:delayed  ZSET timer ID (= message ID), score = due time (unix ms)
 -- KEYS[3]  <prefix>:{<queue>}:timers   HASH timer ID -> encoded message
+-- KEYS[4...] <prefix>:{<queue>}:unique:<key>  STRING the ID of the message
+--          holding a unique key, with a TTL
 -- ARGV[1]  consumer group name
 -- ARGV[2]  max length of the queue (stream entries + delayed), 0 = unlimited
--- ARGV[3k], ARGV[3k+1], ARGV[3k+2] for k >= 1: run-at (unix ms, 0 = now),
---          message ID, encoded message
+-- ARGV[5k-2] .. ARGV[5k+2] for message k >= 1: run-at (unix ms, 0 = now),
+--          message ID, encoded message, u: its unique key is KEYS[u] (0:
+--          none), the unique key's TTL (ms)
 --
--- Reply: the numbers k of the messages refused as duplicate timers (empty:
--- all stored); or the error reply "CONVEYOR QUEUE_FULL <length> of <max>"
+-- Reply: the numbers k of the refused messages: k for a duplicate timer ID,
+-- -k for a held unique key (empty: all stored); or the error reply "CONVEYOR QUEUE_FULL <length> of <max>"
 -- and nothing is stored.
 -- Bounded: one iteration per message; the caller sends at most 512.
 local stream, delayed, timers, group = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
-local n = (#ARGV - 2) / 3
+local n = (#ARGV - 2) / 5
 
 local maxlen = tonumber(ARGV[2])
 if maxlen > 0 then
@@ -36,17 +41,17 @@ local head = timer_head(delayed)
 
 local ready = false
 local dups, soonest = {}, nil
-for i = 3, #ARGV, 3 do
-  local at = tonumber(ARGV[i])
-  if at > now then
-    local id = ARGV[i + 1]
-    if redis.call('ZSCORE', delayed, id) then
-      dups[#dups + 1] = i / 3
-    else
-      timer_put(delayed, timers, id, ARGV[i], ARGV[i + 2])
-      if not soonest or at < soonest then
-        soonest = at
-      end
+for i = 3, #ARGV, 5 do
+  local at, id, u = tonumber(ARGV[i]), ARGV[i + 1], tonumber(ARGV[i + 3])
+  local k = (i + 2) / 5
+  if at > now and redis.call('ZSCORE', delayed, id) then
+    dups[#dups + 1] = k
+  elseif u > 0 and not redis.call('SET', KEYS[u], id, 'NX', 'PX', ARGV[i + 4]) then
+    dups[#dups + 1] = -k
+  elseif at > now then
+    timer_put(delayed, timers, id, ARGV[i], ARGV[i + 2])
+    if not soonest or at < soonest then
+      soonest = at
     end
   else
     if not ready then

@@ -29,7 +29,7 @@
 // Each test is a subtest named after what it proves (RoundTrip, Batch, FIFO,
 // RedeliveryAfterLeaseExpiry, StaleAckRefused, ExtendKeepsLease, FetchCancel,
 // FetchWakes, FetchAfterClose, ExclusiveDelivery, FanOut, Retry, Release,
-// Postpone, Discard, PoisonDiscarded, DelayedEnqueue, TimerCancel,
+// Postpone, UniqueKey, Discard, PoisonDiscarded, DelayedEnqueue, TimerCancel,
 // TimerCancelAfterPromotion, TimerReschedule, TimerDuplicateID,
 // TimerPendingPages, TimerPromoteOnce, TimerNeverEarly, TimerRetryClash,
 // TimerWake, CronFireOnce, UnsupportedOperations, NoKeysLeft,

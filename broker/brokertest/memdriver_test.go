@@ -41,7 +41,8 @@ type memQueue struct {
 	inflight map[string]*memEntry // receipt -> entry
 	wake     chan struct{}        // closed and replaced on every change
 	watchers map[chan struct{}]bool
-	fires    map[string]memFire // cron series -> last fire
+	fires    map[string]memFire   // cron series -> last fire
+	unique   map[string]time.Time // unique key -> when it is free again
 }
 
 type memEntry struct {
@@ -165,11 +166,23 @@ func (d *memDriver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 			e.msg.Headers = nil
 		}
 		q := d.queue(m.Queue)
-		if due := dueMs(m.RunAt); due > now.UnixMilli() && d.mutant != "ignorerunat" {
-			if q.timers[m.ID] != nil && d.mutant != "duplicateoverwrites" {
-				errs = append(errs, &broker.DuplicateError{Queue: m.Queue, ID: m.ID})
+		due := dueMs(m.RunAt)
+		later := due > now.UnixMilli() && d.mutant != "ignorerunat"
+		if later && q.timers[m.ID] != nil && d.mutant != "duplicateoverwrites" {
+			errs = append(errs, &broker.DuplicateError{Queue: m.Queue, ID: m.ID})
+			continue
+		}
+		if m.UniqueKey != "" && d.mutant != "uniqueignored" {
+			if free, held := q.unique[m.UniqueKey]; held && now.Before(free) {
+				errs = append(errs, &broker.DuplicateError{Queue: m.Queue, ID: m.ID, Key: m.UniqueKey})
 				continue
 			}
+			if q.unique == nil {
+				q.unique = map[string]time.Time{}
+			}
+			q.unique[m.UniqueKey] = now.Add(m.UniqueTTL)
+		}
+		if later {
 			d.putTimer(q, m.ID, e, due)
 			continue
 		}

@@ -1,6 +1,7 @@
 package brokertest
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -184,4 +185,56 @@ func testPostpone(t *testing.T, e *env) {
 		t.Fatalf("Ack: %v", err)
 	}
 	ExpectNone(t, c, 300*time.Millisecond)
+}
+
+// testUniqueKey proves a message whose UniqueKey another message of the
+// queue holds is refused with a *broker.DuplicateError naming the key, the
+// other messages of the call are stored, and the key is free again after
+// its TTL.
+func testUniqueKey(t *testing.T, e *env) {
+	const q = "unique"
+	c := Open(t, e.d, q, nil)
+	ctx := Context(t, 30*time.Second)
+	first, dup, other := NewMessage(q, 1), NewMessage(q, 2), NewMessage(q, 3)
+	first.UniqueKey, first.UniqueTTL = "charge:7", 300*time.Millisecond
+	dup.UniqueKey, dup.UniqueTTL = "charge:7", time.Hour
+	other.UniqueKey, other.UniqueTTL = "charge:8", time.Hour
+	err := e.d.Enqueue(ctx, []*broker.Message{first, dup, other})
+	var de *broker.DuplicateError
+	if !errors.Is(err, broker.ErrDuplicate) || !errors.As(err, &de) || de.ID != dup.ID || de.Key != "charge:7" || de.Queue != q {
+		t.Fatalf("Enqueue of two messages with one unique key: %v, want a *broker.DuplicateError for %s naming charge:7", err, dup.ID)
+	}
+	ds := FetchN(t, c, 2, 10, 5*time.Second)
+	got := map[string]bool{}
+	for _, d := range ds {
+		got[d.ID] = true
+	}
+	if len(ds) != 2 || !got[first.ID] || !got[other.ID] {
+		t.Fatalf("fetched %v, want %s and %s", got, first.ID, other.ID)
+	}
+	if err := c.Ack(ctx, ds...); err != nil {
+		t.Fatalf("Ack: %v", err)
+	}
+	// The key is held for its TTL even though its message is done.
+	again := NewMessage(q, 4)
+	again.UniqueKey, again.UniqueTTL = "charge:7", time.Hour
+	if err := e.d.Enqueue(ctx, []*broker.Message{again}); !errors.Is(err, broker.ErrDuplicate) {
+		t.Fatalf("Enqueue while the key is held: %v, want ErrDuplicate", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := e.d.Enqueue(ctx, []*broker.Message{again})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, broker.ErrDuplicate) || time.Now().After(deadline) {
+			t.Fatalf("Enqueue after the key's TTL: %v, want it stored within 5s", err)
+		}
+		if !sleepCtx(ctx, 50*time.Millisecond) { // the TTL is the event: poll it with a deadline
+			t.Fatal(ctx.Err())
+		}
+	}
+	if d := FetchOne(t, c, 5*time.Second); d.ID != again.ID {
+		t.Fatalf("fetched %s, want %s", d.ID, again.ID)
+	}
 }

@@ -57,6 +57,7 @@ var tests = []test{
 	{"Retry", atLeastOnce, "AtLeastOnce", testRetry},
 	{"Release", atLeastOnce, "AtLeastOnce", testRelease},
 	{"Postpone", atLeastOnce, "AtLeastOnce", testPostpone},
+	{"UniqueKey", atLeastOnce, "AtLeastOnce", testUniqueKey},
 	{"Discard", discard, "Discard and AtLeastOnce", testDiscard},
 	{"PoisonDiscarded", discard, "Discard and AtLeastOnce", testPoison},
 	{"DelayedEnqueue", delays, "Delay", testDelayedEnqueue},

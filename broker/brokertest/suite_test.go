@@ -55,6 +55,7 @@ func TestMutantsFail(t *testing.T) {
 		{"ignorerunat", "DelayedEnqueue"},
 		{"ignorerunat", "Postpone"},
 		{"postponecounts", "Postpone"},
+		{"uniqueignored", "UniqueKey"},
 		{"cancelalwaystrue", "TimerCancel"},
 		{"cancelkeeps", "TimerCancel"},
 		{"promotetwice", "TimerCancelAfterPromotion"},

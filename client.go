@@ -179,21 +179,29 @@ func (c *Client) sendBatches(ctx context.Context, batches [][]*broker.Message) [
 			}
 		}
 	}
-	// A driver stores the first message with a timer ID and refuses the
-	// later ones, so each refusal belongs to the last call with that ID
-	// that has no refusal yet.
-	taken := map[*broker.Message]bool{}
+	// A refusal names the refused message, the pointer this call sent.
+	owner := make(map[*broker.Message]int, len(all))
+	for i, b := range batches {
+		for _, m := range b {
+			owner[m] = i
+		}
+	}
 	for _, de := range dups {
-	find:
-		for i := len(batches) - 1; i >= 0; i-- {
-			for _, m := range batches[i] {
-				if m.Queue == de.Queue && m.ID == de.ID && !taken[m] {
-					taken[m] = true
-					mine[i] = multierror.Append(mine[i], de)
-					break find
+		i, ok := owner[de.Message]
+		if !ok {
+			// A driver that does not name the message: the outcome of
+			// every call with that ID is unknown.
+			for j, b := range batches {
+				for _, m := range b {
+					if m.Queue == de.Queue && m.ID == de.ID {
+						mine[j] = multierror.Append(mine[j], de)
+						break
+					}
 				}
 			}
+			continue
 		}
+		mine[i] = multierror.Append(mine[i], de)
 	}
 	for i := range errs {
 		errs[i] = mine[i].ErrorOrNil()

@@ -87,6 +87,10 @@ type DuplicateError struct {
 	Queue string
 	ID    string // the refused message's ID
 	Key   string // the unique key it asked for; empty for a duplicate timer
+	// Message is the refused message, the very pointer given to Enqueue,
+	// so that a caller who sent several messages with one ID can tell which
+	// was refused.
+	Message *Message
 }
 
 func (e *DuplicateError) Error() string {

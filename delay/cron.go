@@ -172,11 +172,12 @@ type Cron struct {
 	cfg   CronConfig
 	stats struct{ stored, refused, errors atomic.Int64 }
 
-	mu      sync.Mutex
-	entries map[string]*cronEntry
-	running bool
-	runCtx  context.Context
-	runWG   sync.WaitGroup
+	mu       sync.Mutex
+	entries  map[string]*cronEntry
+	running  bool
+	stopping bool // Run is waiting for the loops to end
+	runCtx   context.Context
+	runWG    sync.WaitGroup
 }
 
 // cronEntry is an added entry and, while Run runs, its loop.
@@ -252,7 +253,7 @@ func (c *Cron) Add(e CronEntry) error {
 		return fmt.Errorf("delay: cron %q: %w", e.Name, ErrEntryExists)
 	}
 	c.entries[e.Name] = ce
-	if c.running {
+	if c.running && !c.stopping {
 		c.start(ce)
 	}
 	return nil
@@ -381,13 +382,18 @@ func (c *Cron) Run(ctx context.Context) error {
 
 	<-ctx.Done()
 
+	// Until every loop has ended the Cron still counts as running (a second
+	// Run is refused), but starts no loop.
 	c.mu.Lock()
-	c.running, c.runCtx = false, nil
+	c.stopping = true
 	for _, e := range c.entries {
 		e.stop() // the loops end on ctx anyway; this releases the contexts
 	}
 	c.mu.Unlock()
-	c.runWG.Wait() // no start after running turned false
+	c.runWG.Wait()
+	c.mu.Lock()
+	c.running, c.stopping, c.runCtx = false, false, nil
+	c.mu.Unlock()
 	return nil
 }
 

@@ -22,8 +22,16 @@ const (
 // series already has (the same time or a later one), so any number of
 // loops may try the same fire and one stores it.
 func (c *Cron) loop(ctx context.Context, e *cronEntry) {
-	next, ok := c.sync(ctx, e)
-	fromSync := true // store next however late: sync chose it
+	var (
+		next     time.Time
+		ok       bool
+		fromSync bool // store next however late: sync chose a fire already due
+	)
+	resync := func() {
+		next, ok = c.sync(ctx, e)
+		fromSync = ok && !next.After(c.cfg.Clock.Now())
+	}
+	resync()
 	backoff := time.Duration(0)
 	for ok && ctx.Err() == nil {
 		if c.cfg.Clock.WaitUntil(ctx, next.Add(-c.cfg.Lookahead)) != nil {
@@ -33,8 +41,7 @@ func (c *Cron) loop(ctx context.Context, e *cronEntry) {
 			// This loop stalled past the fire's lookahead (a paused
 			// process, a slow Redis): other instances may have moved on, or
 			// the fire was missed. Ask the record, apply the policy.
-			next, ok = c.sync(ctx, e)
-			fromSync = true
+			resync()
 			continue
 		}
 		stored, err := c.fire(ctx, e, next)
@@ -51,8 +58,7 @@ func (c *Cron) loop(ctx context.Context, e *cronEntry) {
 				return
 			}
 			// The script may have run with its reply lost: the record says.
-			next, ok = c.sync(ctx, e)
-			fromSync = true
+			resync()
 			continue
 		}
 		backoff = 0

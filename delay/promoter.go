@@ -93,8 +93,15 @@ func (p *Promoter) Stats() PromoterStats {
 // Run promotes until ctx ends, then returns nil. Redis errors are logged
 // and retried with a backoff of up to MaxSleep; they never end Run.
 func (p *Promoter) Run(ctx context.Context) error {
-	var wake <-chan struct{}
+	var (
+		wake      <-chan struct{}
+		nextWatch time.Time // a failed subscription is tried again at most once per MaxSleep
+	)
 	watch := func() {
+		if time.Now().Before(nextWatch) {
+			return
+		}
+		nextWatch = time.Now().Add(p.cfg.MaxSleep)
 		ch, err := p.t.WatchTimers(ctx, p.queue)
 		if err != nil {
 			if ctx.Err() == nil {

@@ -147,8 +147,8 @@ func (p *Pool) Run(ctx context.Context) error {
 
 	promoterStopped := p.startPromoter(fetchCtx)
 	p.fetchLoop(fetchCtx, handlerCtx)
-	<-promoterStopped
 	p.drain(cancelHandlers)
+	<-promoterStopped // it stops with fetching; waited for after the drain, which needs no Redis reply from it
 	p.acking.Wait()
 	close(ackDone)
 	<-ackStopped

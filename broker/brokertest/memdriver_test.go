@@ -169,12 +169,12 @@ func (d *memDriver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 		due := dueMs(m.RunAt)
 		later := due > now.UnixMilli() && d.mutant != "ignorerunat"
 		if later && q.timers[m.ID] != nil && d.mutant != "duplicateoverwrites" {
-			errs = append(errs, &broker.DuplicateError{Queue: m.Queue, ID: m.ID})
+			errs = append(errs, &broker.DuplicateError{Queue: m.Queue, ID: m.ID, Message: m})
 			continue
 		}
 		if m.UniqueKey != "" && d.mutant != "uniqueignored" {
 			if free, held := q.unique[m.UniqueKey]; held && now.Before(free) {
-				errs = append(errs, &broker.DuplicateError{Queue: m.Queue, ID: m.ID, Key: m.UniqueKey})
+				errs = append(errs, &broker.DuplicateError{Queue: m.Queue, ID: m.ID, Key: m.UniqueKey, Message: m})
 				continue
 			}
 			if q.unique == nil {

@@ -13,8 +13,8 @@ import (
 	"github.com/conveyorq/conveyor/internal/timers"
 )
 
-// Enqueue stores msgs: one enqueue.lua call per queue (all or none of that
-// queue's messages), all of them in one round trip. Every message is
+// Enqueue stores msgs: one enqueue.lua call per queue and per 512 messages
+// (all or none of them, duplicates aside), all in one round trip. Every message is
 // validated first; if one is invalid nothing is stored. A message with a
 // RunAt after now (Redis time) becomes a timer, due then (see Promote); one
 // whose ID a pending timer of its queue has, or whose UniqueKey another
@@ -42,7 +42,7 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 		}
 		return nil
 	}
-	if single {
+	if single && len(msgs) <= maxEnqueue {
 		q := msgs[0].Queue
 		keys, args := d.enqueueCall(msgs, now)
 		v, err := enqueueScript.Run(ctx, d.client, keys, args...)
@@ -54,13 +54,25 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 	return d.enqueueMany(ctx, msgs, now)
 }
 
-// enqueueMany runs one script call per queue, all in one round trip.
+// maxEnqueue caps the messages of one enqueue.lua call, so that a big
+// EnqueueMany does not hold the server in one long script.
+const maxEnqueue = 512
+
+// enqueueMany runs one script call per queue and per maxEnqueue messages,
+// all in one round trip.
 func (d *Driver) enqueueMany(ctx context.Context, msgs []*broker.Message, now time.Time) error {
-	groups := broker.GroupByQueue(msgs)
-	calls := make([]*script.Call, len(groups))
-	for i, g := range groups {
-		keys, args := d.enqueueCall(g, now)
-		calls[i] = &script.Call{Keys: keys, Args: args}
+	var (
+		calls  []*script.Call
+		groups [][]*broker.Message
+	)
+	for _, qm := range broker.GroupByQueue(msgs) {
+		for len(qm) > 0 {
+			g := qm[:min(len(qm), maxEnqueue)]
+			qm = qm[len(g):]
+			keys, args := d.enqueueCall(g, now)
+			calls = append(calls, &script.Call{Keys: keys, Args: args})
+			groups = append(groups, g)
+		}
 	}
 	enqueueScript.RunPipelined(ctx, d.client, calls)
 	var errs *multierror.Error

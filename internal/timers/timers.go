@@ -244,12 +244,21 @@ func LastFire(ctx context.Context, rdb redis.Cmdable, k Keys, series string) (ti
 	return time.UnixMilli(ms), true, nil
 }
 
+// watchTimeout bounds the wait for a subscription's confirmation: go-redis
+// reads it under a deadline, not under ctx, and a server or proxy that
+// never answers must not hang a promoter.
+const watchTimeout = 5 * time.Second
+
 // Watch subscribes to the queue's wake channel. The channel it returns gets
 // a value (coalesced: at most one waits) per wake-up and is closed when ctx
 // ends.
 func Watch(ctx context.Context, rdb redis.UniversalClient, k Keys) (<-chan struct{}, error) {
 	ps := rdb.Subscribe(ctx, k.Channel)
-	if _, err := ps.Receive(ctx); err != nil { // the subscription's confirmation
+	wait := watchTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(dl))
+	}
+	if _, err := ps.ReceiveTimeout(ctx, wait); err != nil { // the subscription's confirmation
 		_ = ps.Close()
 		return nil, fmt.Errorf("watch timers of %q: %w", k.Queue, err)
 	}
@@ -319,7 +328,7 @@ func Duplicates(msgs []*broker.Message, reply any) *multierror.Error {
 			continue
 		}
 		m := msgs[i-1]
-		e := &broker.DuplicateError{Queue: m.Queue, ID: m.ID}
+		e := &broker.DuplicateError{Queue: m.Queue, ID: m.ID, Message: m}
 		if key {
 			e.Key = m.UniqueKey
 		}

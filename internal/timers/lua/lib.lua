@@ -69,8 +69,10 @@ local function timer_put(delayed, timers, id, at, v)
 end
 
 -- timer_free returns a timer ID for a retry of message id: id itself when
--- no timer has it, else id with a "#r<n>" suffix (a caller's timer took the
--- ID while the message ran), nil when even those are taken.
+-- no timer has it, else id with a "#r<n>" suffix (a caller's timer, or
+-- another message's retry, took the ID meanwhile); past 16 of those, a
+-- suffix from the server's clock in microseconds. nil only if even that is
+-- taken (it cannot be, short of a hand-written timer).
 local function timer_free(delayed, id)
   if not redis.call('ZSCORE', delayed, id) then
     return id
@@ -80,6 +82,11 @@ local function timer_free(delayed, id)
     if not redis.call('ZSCORE', delayed, m) then
       return m
     end
+  end
+  local t = redis.call('TIME')
+  local m = id .. '#r' .. t[1] .. string.format('%06d', tonumber(t[2]))
+  if not redis.call('ZSCORE', delayed, m) then
+    return m
   end
   return nil
 end

@@ -19,11 +19,14 @@ type Capabilities struct {
 	// FIFO: one consumer fetches messages in the order they were enqueued
 	// (redeliveries and retries aside).
 	FIFO bool
-	// Delay: Message.RunAt and Consumer.Retry with a future time are honoured.
+	// Delay: Message.RunAt and Consumer.Retry / Postpone with a future time
+	// are honoured: the message waits as a timer until promoted. A driver
+	// with Delay implements Timers.
 	Delay bool
 	// Extend: Consumer.Extend moves a lease deadline.
 	Extend bool
-	// Discard: Consumer.Discard keeps the message in a discard queue.
+	// Discard: Consumer.Discard keeps the message in a discard queue. A
+	// driver with Discard implements Discards.
 	Discard bool
 }
 

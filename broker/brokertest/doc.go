@@ -29,7 +29,10 @@
 // Each test is a subtest named after what it proves (RoundTrip, Batch, FIFO,
 // RedeliveryAfterLeaseExpiry, StaleAckRefused, ExtendKeepsLease, FetchCancel,
 // FetchWakes, FetchAfterClose, ExclusiveDelivery, FanOut, Retry, Release,
-// Postpone, UniqueKey, Discard, PoisonDiscarded, DelayedEnqueue, TimerCancel,
+// Postpone, UniqueKey, Discard, PoisonDiscarded, DiscardsInspect,
+// DiscardsRedriveOne, DiscardsRedriveFilter, DiscardsPurge,
+// DiscardsCountRetention, DiscardsAgeRetention, DiscardsBounded,
+// DelayedEnqueue, TimerCancel,
 // TimerCancelAfterPromotion, TimerReschedule, TimerDuplicateID,
 // TimerPendingPages, TimerPromoteOnce, TimerNeverEarly, TimerRetryClash,
 // TimerWake, CronFireOnce, UnsupportedOperations, NoKeysLeft,
@@ -44,9 +47,14 @@
 //     is "<prefix>:{<queue>}:<part>" (NoKeysLeft and HostileQueueNames scan
 //     the prefix).
 //   - With Capabilities.Discard, the discard queue is the key
-//     "<prefix>:{<queue>}:dead" (a list, sorted set, set, hash or stream)
-//     whose records read "d1,<unix ms>,<len(reason)>:<reason><message>", the
-//     message in Conveyor's stored encoding (docs/redis-keys.md).
+//     "<prefix>:{<queue>}:dead" whose records read
+//     "d1,<unix ms>,<len(reason)>:<reason><message>", the message in
+//     Conveyor's stored encoding (docs/redis-keys.md), and the driver
+//     implements broker.Discards. The Discards tests write records into that
+//     key to test retention without waiting, so for them it is a LIST,
+//     newest first, as the Redis drivers keep it, and DiscardStats states
+//     the retention in force (a cap of 2,500 records or more, and an age
+//     limit).
 //   - With Capabilities.Delay, the driver implements broker.Timers: a
 //     message with a RunAt ahead, or retried to a later time, is a timer
 //     that only Timers.Promote makes fetchable (the suite runs a

@@ -23,13 +23,16 @@ import (
 // memDriver is an in-memory reference driver with every capability. It
 // exists to test the suite: a correct driver must pass it, and each mutant
 // (a deliberately broken variant) must fail the test that guards what it
-// breaks. Only its discard queue lives in Redis, where the suite reads it.
+// breaks. Only its discard queue lives in Redis, where the suite reads it
+// (and writes it, to test retention); memdiscards_test.go implements
+// broker.Discards on it.
 type memDriver struct {
 	prefix string
 	rdb    redis.UniversalClient
 	mutant string
 
 	mu       sync.Mutex
+	dmu      sync.Mutex // orders changes to the discard keys (memdiscards_test.go)
 	queues   map[string]*memQueue
 	tokens   atomic.Int64
 	receipts atomic.Int64
@@ -128,7 +131,7 @@ func (d *memDriver) poison(e *memEntry, now time.Time) {
 	reason := fmt.Sprintf("%s: lease expired %d times", broker.PoisonReason, e.msg.Recoveries)
 	rec := fmt.Appendf(nil, "d1,%d,%d:%s", now.UnixMilli(), len(reason), reason)
 	rec = append(rec, codec.Encode(&e.msg, 0)...)
-	_ = d.rdb.RPush(context.Background(), keys.Queue(d.prefix, e.msg.Queue).Part("dead"), rec).Err()
+	_ = d.keepDiscard(context.Background(), e.msg.Queue, rec)
 }
 
 // next returns the earliest time sweep has work, or zero.
@@ -377,7 +380,7 @@ func (c *memConsumer) Discard(ctx context.Context, dl *broker.Delivery, reason s
 	if err != nil || rec == nil {
 		return err
 	}
-	return c.d.rdb.RPush(ctx, keys.Queue(c.d.prefix, c.queue).Part("dead"), rec).Err()
+	return c.d.keepDiscard(ctx, c.queue, rec)
 }
 
 func (c *memConsumer) Extend(ctx context.Context, ttl time.Duration, ds ...*broker.Delivery) error {

@@ -3,10 +3,12 @@ package list
 import (
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/hashicorp/go-multierror"
 
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/discards"
 	"github.com/conveyorq/conveyor/internal/keys"
 )
 
@@ -23,6 +25,12 @@ type Config struct {
 	// oldest are dropped past it and counted in <Prefix>:{<queue>}:dead_dropped.
 	// Defaults to 10000.
 	DiscardMax int
+	// DiscardMaxAge drops the discard records older than it, oldest first,
+	// counted in <Prefix>:{<queue>}:dead_expired: the scripts that discard
+	// enforce it, and so do the calls that read the discard list
+	// (broker.Discards). Defaults to 7 days; a negative value keeps records
+	// whatever their age (DiscardMax still caps them).
+	DiscardMaxAge time.Duration
 	// ReapBatch bounds one step of recovery: how many expired leases one
 	// script call moves. Defaults to 100. (Timers are promoted apart, by
 	// package delay.)
@@ -40,10 +48,7 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-const (
-	defaultDiscardMax = 10000
-	defaultReapBatch  = 100
-)
+const defaultReapBatch = 100
 
 // withDefaults validates cfg and returns a copy with defaults filled in.
 func (cfg *Config) withDefaults() (Config, error) {
@@ -61,11 +66,10 @@ func (cfg *Config) withDefaults() (Config, error) {
 	if c.MaxLen < 0 {
 		errs = multierror.Append(errs, fmt.Errorf("MaxLen %d is negative", c.MaxLen))
 	}
-	switch {
-	case c.DiscardMax == 0:
-		c.DiscardMax = defaultDiscardMax
-	case c.DiscardMax < 0:
-		errs = multierror.Append(errs, fmt.Errorf("DiscardMax %d is negative", c.DiscardMax))
+	if r, err := discards.CheckRetention(c.DiscardMax, c.DiscardMaxAge); err != nil {
+		errs = multierror.Append(errs, err)
+	} else {
+		c.DiscardMax, c.DiscardMaxAge = r.Max, r.MaxAge
 	}
 	switch {
 	case c.ReapBatch == 0:

@@ -34,7 +34,7 @@ type consumer struct {
 	k     *queueKeys
 	vt    time.Duration
 	// fetchTail is fetch.lua's ARGV after max, boxed once.
-	fetchTail [4]any
+	fetchTail [5]any
 
 	// mu orders Close after every wait has registered in waits, so that
 	// Close can wait for them all (sync.WaitGroup forbids Add racing Wait).
@@ -52,8 +52,8 @@ func newConsumer(d *Driver, queue string, vt time.Duration) *consumer {
 		queue: queue,
 		k:     d.keys(queue),
 		vt:    vt,
-		fetchTail: [4]any{
-			vt.Milliseconds(), d.cfg.ReapBatch, d.cfg.DiscardMax, d.cfg.MaxRecoveries,
+		fetchTail: [5]any{
+			vt.Milliseconds(), d.cfg.ReapBatch, d.cfg.DiscardMax, d.cfg.MaxRecoveries, d.Keeper.Retention.AgeArg(),
 		},
 		done: make(chan struct{}),
 	}

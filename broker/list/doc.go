@@ -2,16 +2,18 @@
 // seed 001's LPUSH / RPOPLPUSH queue with a watcher, done with leases,
 // fencing tokens and atomic recovery.
 //
-// Each queue q has five keys and a counter (all <prefix>:{q}:..., one cluster
-// slot):
+// Each queue q has five keys and two counters (all <prefix>:{q}:..., one
+// cluster slot):
 //
 //	ready         LIST    stored messages; Enqueue LPUSHes, Fetch RPOPs (FIFO)
 //	lease         ZSET    stored message in flight, score = lease deadline
 //	                      (unix ms)
 //	delayed       ZSET    timer ID (the message ID), score = due time (unix ms)
 //	timers        HASH    timer ID -> stored message (internal/timers)
-//	dead          LIST    discard records, newest first, capped
-//	dead_dropped  STRING  count of discard records the cap trimmed
+//	dead          LIST    discard records, newest first, capped by count
+//	                      and age (the Driver's broker.Discards methods)
+//	dead_dropped  STRING  count of discard records the count cap trimmed
+//	dead_expired  STRING  count of discard records the age limit trimmed
 //
 // Every state change is one Lua script (lua/*.lua). Fetch leases a batch
 // in one call and, in the same call, hands expired leases back to the front

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/discards"
 	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/internal/timers"
 )
@@ -28,7 +29,8 @@ type Driver struct {
 	keyCache sync.Map // string -> *queueKeys
 	keyCount atomic.Int64
 
-	*timers.Methods // broker.Timers, see timers.go
+	*timers.Methods  // broker.Timers, see timers.go
+	*discards.Keeper // broker.Discards, see discards.go
 }
 
 var _ broker.Driver = (*Driver)(nil)
@@ -44,6 +46,7 @@ func New(client redis.UniversalClient, cfg *Config) (*Driver, error) {
 	}
 	d := &Driver{client: client, cfg: c, log: c.Logger}
 	d.Methods = d.timerMethods()
+	d.Keeper = d.discardKeeper()
 	return d, nil
 }
 
@@ -83,9 +86,10 @@ func (d *Driver) keys(queue string) *queueKeys {
 // queueKeys holds the keys of one queue, and the KEYS list of each script,
 // built once (go-redis copies them into each command).
 type queueKeys struct {
-	ready, lease, delayed, dead, dropped string
-	timers                               timers.Keys
-	promoteTo                            timers.Target
+	ready, lease, delayed, dead, dropped, expired string
+	timers                                        timers.Keys
+	discards                                      discards.Keys
+	promoteTo                                     timers.Target
 
 	enqueue, fetch, ack, retry, release, discard, extend, reap []string
 }
@@ -94,21 +98,21 @@ type queueKeys struct {
 func newQueueKeys(prefix, queue string) *queueKeys {
 	q := keys.Queue(prefix, queue)
 	k := &queueKeys{
-		ready:   q.Part("ready"),
-		lease:   q.Part("lease"),
-		dead:    q.Part("dead"),
-		dropped: q.Part("dead_dropped"),
-		timers:  timers.QueueKeys(prefix, queue),
+		ready:    q.Part("ready"),
+		lease:    q.Part("lease"),
+		timers:   timers.QueueKeys(prefix, queue),
+		discards: discards.QueueKeys(prefix, queue),
 	}
+	k.dead, k.dropped, k.expired = k.discards.Dead, k.discards.Dropped, k.discards.Expired
 	k.delayed = k.timers.Delayed
 	k.promoteTo = timers.Target{Key: k.ready}
 	k.enqueue = []string{k.ready, k.delayed, k.lease, k.timers.Timers}
-	k.fetch = []string{k.ready, k.lease, k.dead, k.dropped}
+	k.fetch = []string{k.ready, k.lease, k.dead, k.dropped, k.expired}
 	k.ack = []string{k.lease}
 	k.retry = []string{k.ready, k.lease, k.delayed, k.timers.Timers}
 	k.release = []string{k.ready, k.lease}
-	k.discard = []string{k.lease, k.dead, k.dropped}
+	k.discard = []string{k.lease, k.dead, k.dropped, k.expired}
 	k.extend = []string{k.lease}
-	k.reap = []string{k.ready, k.lease, k.dead, k.dropped}
+	k.reap = []string{k.ready, k.lease, k.dead, k.dropped, k.expired}
 	return k
 }

@@ -15,7 +15,7 @@ import (
 // caller may wait before something could become due (-1: nothing known).
 func (c *consumer) fetchOnce(ctx context.Context, max int) ([]*broker.Delivery, time.Duration, error) {
 	t := &c.fetchTail
-	v, err := fetchScript.Run(ctx, c.d.client, c.k.fetch, max, t[0], t[1], t[2], t[3])
+	v, err := fetchScript.Run(ctx, c.d.client, c.k.fetch, max, t[0], t[1], t[2], t[3], t[4])
 	if err != nil {
 		return nil, 0, err
 	}

@@ -28,7 +28,7 @@ func (d *Driver) Reap(ctx context.Context, queue string) (requeued int, err erro
 	poisoned := int64(0)
 	defer func() { d.logPoisoned(ctx, queue, poisoned) }()
 	for range maxReapSteps {
-		v, err := reapScript.Run(ctx, d.client, k.reap, d.cfg.ReapBatch, d.cfg.MaxRecoveries, d.cfg.DiscardMax)
+		v, err := reapScript.Run(ctx, d.client, k.reap, d.cfg.ReapBatch, d.cfg.MaxRecoveries, d.cfg.DiscardMax, d.Keeper.Retention.AgeArg())
 		if err != nil {
 			return requeued, fmt.Errorf("list: reap: %w", err)
 		}

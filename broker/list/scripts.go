@@ -3,6 +3,7 @@ package list
 import (
 	_ "embed"
 
+	"github.com/conveyorq/conveyor/internal/discards"
 	"github.com/conveyorq/conveyor/internal/script"
 	"github.com/conveyorq/conveyor/internal/timers"
 )
@@ -32,9 +33,10 @@ var (
 	reapLua string
 )
 
-// lib is what every script starts with: internal/timers' helpers, then the
+// lib is what every script starts with: internal/timers' helpers,
+// internal/discards' (discard records and their retention), then the
 // driver's own.
-var lib = timers.Lib + libLua
+var lib = timers.Lib + discards.Lib + libLua
 
 // The scripts are immutable after init; sharing them between drivers lets
 // every driver reuse the SHA the server already has.

@@ -70,9 +70,10 @@ func (c *consumer) Postpone(ctx context.Context, d *broker.Delivery, at time.Tim
 }
 
 // Discard moves d to the queue's discard list with reason. The list keeps
-// Config.DiscardMax records; older ones are dropped and counted.
+// Config.DiscardMax records, none older than Config.DiscardMaxAge; the
+// oldest are dropped and counted.
 func (c *consumer) Discard(ctx context.Context, d *broker.Delivery, reason string) error {
-	return c.settleOne(ctx, "discard", discardScript, c.k.discard, d, reason, c.d.cfg.DiscardMax)
+	return c.settleOne(ctx, "discard", discardScript, c.k.discard, d, reason, c.d.cfg.DiscardMax, c.d.Keeper.Retention.AgeArg())
 }
 
 // checkDelivery reports why d cannot be settled by this consumer, if it

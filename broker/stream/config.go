@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-multierror"
 
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/discards"
 	"github.com/conveyorq/conveyor/internal/keys"
 )
 
@@ -32,8 +33,15 @@ type Config struct {
 	// unlimited.
 	MaxLen int
 	// DiscardMax caps the records kept in a queue's discard list; the oldest
-	// are dropped past it. Defaults to 10000.
+	// are dropped past it and counted in <Prefix>:{<queue>}:dead_dropped.
+	// Defaults to 10000.
 	DiscardMax int
+	// DiscardMaxAge drops the discard records older than it, oldest first,
+	// counted in <Prefix>:{<queue>}:dead_expired: the scripts that discard
+	// enforce it, and so do the calls that read the discard list
+	// (broker.Discards). Defaults to 7 days; a negative value keeps records
+	// whatever their age (DiscardMax still caps them).
+	DiscardMaxAge time.Duration
 	// MaxRecoveries is how many lease expiries a message may have before it
 	// is treated as poison: the reclaim that would give it MaxRecoveries
 	// recoveries moves it to the discard list instead, with reason
@@ -54,7 +62,6 @@ type Config struct {
 
 const (
 	defaultGroup        = "conveyor"
-	defaultDiscardMax   = 10000
 	defaultPollInterval = time.Second
 )
 
@@ -69,9 +76,6 @@ func (cfg *Config) withDefaults() (Config, error) {
 	}
 	if c.Group == "" {
 		c.Group = defaultGroup
-	}
-	if c.DiscardMax == 0 {
-		c.DiscardMax = defaultDiscardMax
 	}
 	if c.MaxRecoveries == 0 {
 		c.MaxRecoveries = broker.DefaultMaxRecoveries
@@ -97,8 +101,10 @@ func (cfg *Config) withDefaults() (Config, error) {
 	if c.MaxLen < 0 {
 		errs = multierror.Append(errs, fmt.Errorf("MaxLen %d is negative", c.MaxLen))
 	}
-	if c.DiscardMax < 0 {
-		errs = multierror.Append(errs, fmt.Errorf("DiscardMax %d is negative", c.DiscardMax))
+	if r, err := discards.CheckRetention(c.DiscardMax, c.DiscardMaxAge); err != nil {
+		errs = multierror.Append(errs, err)
+	} else {
+		c.DiscardMax, c.DiscardMaxAge = r.Max, r.MaxAge
 	}
 	if c.PollInterval < time.Millisecond {
 		// XREADGROUP BLOCK 0 would block forever.

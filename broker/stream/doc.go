@@ -24,8 +24,11 @@
 //	               due (the Driver's broker.Timers methods; docs/delay.md).
 //	p:{q}:dead     LIST of discard records (Consumer.Discard, undecodable
 //	               entries, poison messages), newest first, capped at
-//	               Config.DiscardMax.
-//	p:{q}:dead_dropped  STRING: how many records the cap trimmed.
+//	               Config.DiscardMax records and Config.DiscardMaxAge (the
+//	               Driver's broker.Discards methods list, re-drive and purge
+//	               them).
+//	p:{q}:dead_dropped  STRING: how many records the count cap trimmed.
+//	p:{q}:dead_expired  STRING: how many records the age limit trimmed.
 //
 // # Leases and fencing
 //

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/discards"
 	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/internal/timers"
 )
@@ -23,7 +24,8 @@ type Driver struct {
 	released       atomic.Int64
 	poisoned       atomic.Int64
 
-	*timers.Methods // broker.Timers, see timers.go
+	*timers.Methods  // broker.Timers, see timers.go
+	*discards.Keeper // broker.Discards, see discards.go
 }
 
 var _ broker.Driver = (*Driver)(nil)
@@ -40,6 +42,7 @@ func New(rdb redis.UniversalClient, cfg *Config) (*Driver, error) {
 	}
 	d := &Driver{rdb: rdb, cfg: c}
 	d.Methods = d.timerMethods()
+	d.Keeper = d.discardKeeper()
 	return d, nil
 }
 
@@ -98,12 +101,14 @@ func (d *Driver) Stats() Stats {
 
 // queueKeys holds the keys of one queue.
 type queueKeys struct {
-	stream, delayed, dead, deadDropped string
-	timers                             timers.Keys
+	stream, delayed, dead, deadDropped, deadExpired string
+	timers                                          timers.Keys
+	discards                                        discards.Keys
 }
 
 func (d *Driver) keys(queue string) queueKeys {
 	k := keys.Queue(d.cfg.Prefix, queue)
 	t := timers.QueueKeys(d.cfg.Prefix, queue)
-	return queueKeys{stream: k.Part("stream"), delayed: t.Delayed, dead: k.Part("dead"), deadDropped: k.Part("dead_dropped"), timers: t}
+	dk := discards.QueueKeys(d.cfg.Prefix, queue)
+	return queueKeys{stream: k.Part("stream"), delayed: t.Delayed, dead: dk.Dead, deadDropped: dk.Dropped, deadExpired: dk.Expired, timers: t, discards: dk}
 }

@@ -113,7 +113,7 @@ func (c *consumer) runFetch(ctx context.Context, max int) (fetchResult, error) {
 	}
 
 	v, err := fetchScript.Run(ctx, c.d.rdb, c.fetchKeys(),
-		c.d.cfg.Group, c.name, max, c.vtMS, cursor, c.d.cfg.MaxRecoveries, c.d.cfg.DiscardMax)
+		c.d.cfg.Group, c.name, max, c.vtMS, cursor, c.d.cfg.MaxRecoveries, c.d.cfg.DiscardMax, c.d.Keeper.Retention.AgeArg())
 	if err != nil {
 		return fetchResult{}, err
 	}
@@ -207,7 +207,7 @@ func (c *consumer) readNew(ctx context.Context, max int, start time.Time) (fetch
 
 // fetchKeys returns fetch.lua's KEYS.
 func (c *consumer) fetchKeys() []string {
-	return []string{c.keys.stream, c.keys.dead, c.keys.deadDropped}
+	return []string{c.keys.stream, c.keys.dead, c.keys.deadDropped, c.keys.deadExpired}
 }
 
 // parseFetch parses fetch.lua's reply: the next XAUTOCLAIM cursor ("" when

@@ -3,6 +3,7 @@ package stream
 import (
 	_ "embed"
 
+	"github.com/conveyorq/conveyor/internal/discards"
 	"github.com/conveyorq/conveyor/internal/script"
 	"github.com/conveyorq/conveyor/internal/timers"
 )
@@ -25,10 +26,10 @@ var (
 	closeSrc string
 
 	enqueueScript = script.New("stream/enqueue", timers.Lib+enqueueSrc)
-	fetchScript   = script.New("stream/fetch", timers.Lib+fetchSrc)
+	fetchScript   = script.New("stream/fetch", timers.Lib+discards.Lib+fetchSrc)
 	ackScript     = script.New("stream/ack", ackSrc)
 	requeueScript = script.New("stream/requeue", timers.Lib+requeueSrc)
-	discardScript = script.New("stream/discard", discardSrc)
+	discardScript = script.New("stream/discard", discards.Lib+discardSrc)
 	extendScript  = script.New("stream/extend", extendSrc)
 	closeScript   = script.New("stream/close", closeSrc)
 )

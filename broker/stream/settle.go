@@ -60,10 +60,10 @@ func (c *consumer) Discard(ctx context.Context, d *broker.Delivery, reason strin
 }
 
 func (c *consumer) discard(ctx context.Context, d *broker.Delivery, reason string) error {
-	return c.batch(ctx, "discard", discardScript, []string{c.keys.stream, c.keys.dead, c.keys.deadDropped},
+	return c.batch(ctx, "discard", discardScript, []string{c.keys.stream, c.keys.dead, c.keys.deadDropped, c.keys.deadExpired},
 		fixed(c.d.cfg.Group, c.name), []*broker.Delivery{d},
 		func(args []any, d *broker.Delivery, count string) []any {
-			return append(args, d.Receipt, count, reason, c.d.cfg.DiscardMax)
+			return append(args, d.Receipt, count, reason, c.d.cfg.DiscardMax, c.d.Keeper.Retention.AgeArg())
 		}, nil)
 }
 

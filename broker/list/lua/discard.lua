@@ -1,14 +1,16 @@
 -- discard.lua: move one delivery to the queue's discard list with a reason,
--- keeping at most ARGV[4] records (the oldest are trimmed and counted).
--- Fenced like ack.lua.
+-- keeping at most ARGV[4] records, none older than ARGV[5] (the oldest are
+-- trimmed and counted, see internal/discards' lib.lua). Fenced like ack.lua.
 --
 -- KEYS[1] <prefix>:{<queue>}:lease         ZSET stored message in flight, score = lease deadline (unix ms)
 -- KEYS[2] <prefix>:{<queue>}:dead          LIST of discard records, newest first
--- KEYS[3] <prefix>:{<queue>}:dead_dropped  STRING count of records trimmed off the list
+-- KEYS[3] <prefix>:{<queue>}:dead_dropped  STRING count of records the count cap trimmed
+-- KEYS[4] <prefix>:{<queue>}:dead_expired  STRING count of records the age limit trimmed
 -- ARGV[1] stored message (the delivery's receipt)
 -- ARGV[2] token (deliveries as a decimal string)
 -- ARGV[3] reason
 -- ARGV[4] max discard records kept, >= 1
+-- ARGV[5] max age of discard records, ms (<= 0: no age limit)
 -- Reply: "OK" or "LEASE_LOST".
 
 local v = ARGV[1]
@@ -16,5 +18,5 @@ local v = ARGV[1]
 if string.match(v, TOKEN) ~= ARGV[2] or redis.call('ZREM', KEYS[1], v) == 0 then
   return 'LEASE_LOST'
 end
-discard(KEYS[2], KEYS[3], tonumber(ARGV[4]), now_ms(), ARGV[3], v)
+discard(discard_list(KEYS[2], KEYS[3], KEYS[4], ARGV[4], ARGV[5]), now_ms(), ARGV[3], v)
 return 'OK'

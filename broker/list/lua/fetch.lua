@@ -5,7 +5,10 @@
 -- stays short. Each leased message joins the lease ZSET as the very value
 -- popped (its deliveries is already this delivery's count, the fencing
 -- token; see lib.lua): the lease entry is the in-flight copy, there is no
--- other. Identical values popped in one batch (a producer stored the same
+-- other. A message with recoveries (its last worker died holding it) is
+-- leased alone, and ends the batch: if it is poison, the messages fetched
+-- with it must not die with it and count a recovery too; the rest go back
+-- to the front of ready, in order. Identical values popped in one batch (a producer stored the same
 -- message twice) are leased once: two deliveries cannot share one lease
 -- entry.
 --
@@ -13,13 +16,15 @@
 -- KEYS[2] <prefix>:{<queue>}:lease         ZSET stored message being worked on,
 --                                          score = lease deadline (unix ms)
 -- KEYS[3] <prefix>:{<queue>}:dead          LIST of discard records
--- KEYS[4] <prefix>:{<queue>}:dead_dropped  STRING count of records trimmed off the discard list
+-- KEYS[4] <prefix>:{<queue>}:dead_dropped  STRING count of records the discard count cap trimmed
+-- KEYS[5] <prefix>:{<queue>}:dead_expired  STRING count of records the discard age limit trimmed
 -- ARGV[1] max messages to lease, >= 1
 -- ARGV[2] visibility timeout, ms
 -- ARGV[3] max expired leases to reclaim
 -- ARGV[4] max discard records kept, >= 1
 -- ARGV[5] poison cap: the recovery count at which an expired lease's message
 --         is discarded instead of handed back; <= 0 turns the cap off
+-- ARGV[6] max age of discard records, ms (<= 0: no age limit)
 -- Reply: {deadline (unix ms), hint (ms), reclaimed, poisoned, v1, ..., vn}:
 -- vi are the leased messages, each the exact member of its lease; reclaimed
 -- counts the expired leases this call handed back to ready, poisoned those
@@ -32,9 +37,8 @@ local ready, lease = KEYS[1], KEYS[2]
 local max, vt = tonumber(ARGV[1]), tonumber(ARGV[2])
 local now = now_ms()
 
-local dmax = tonumber(ARGV[4])
-local reclaimed, poisoned = reclaim(ready, lease, KEYS[3], KEYS[4], dmax,
-  tonumber(ARGV[5]), now, tonumber(ARGV[3]))
+local dl = discard_list(KEYS[3], KEYS[4], KEYS[5], ARGV[4], ARGV[6])
+local reclaimed, poisoned = reclaim(ready, lease, dl, tonumber(ARGV[5]), now, tonumber(ARGV[3]))
 
 local deadline = now + vt
 -- Scores go to ZADD as strings: Redis formats a Lua number argument with
@@ -49,13 +53,33 @@ if vs then
     -- No rewrite: a new string per message is a copy, a hash of all of
     -- its bytes (Redis's Lua) and garbage to collect: 13% of the Redis
     -- instructions per job (callgrind) when fetch bumped deliveries itself.
-    if not string.find(v, VALID) then
-      discard(KEYS[3], KEYS[4], dmax, now, 'conveyor: malformed stored message', v)
+    local rec = string.match(v, VALID)
+    if not rec then
+      discard(dl, now, 'conveyor: malformed stored message', v)
+    elseif rec ~= '0' and #out > 4 then
+      -- A recovered message (its last worker died holding it) is leased
+      -- alone: if it is poison, the jobs fetched with it must not die with
+      -- it and be counted as recovered too. It and the rest go back to the
+      -- front, in order.
+      local back = {}
+      for j = #vs, i, -1 do
+        back[#back + 1] = vs[j]
+      end
+      bulk('RPUSH', ready, back)
+      break
     elseif not seen[v] then
       seen[v] = true
       zadd[#zadd + 1] = score
       zadd[#zadd + 1] = v
       out[#out + 1] = v
+      if rec ~= '0' then
+        local back = {}
+        for j = #vs, i + 1, -1 do
+          back[#back + 1] = vs[j]
+        end
+        bulk('RPUSH', ready, back)
+        break
+      end
     end
   end
   bulk('ZADD', lease, zadd)

@@ -20,7 +20,7 @@
 local HEADER = '^1,(%d+),(%d+),(%d+),(%d+):'
 -- The hot paths read only what they need: fewer captures, fewer strings.
 local TOKEN = '^1,(%d+),'                   -- deliveries
-local VALID = '^1,%d+,%d+,%d+,%d+:'         -- a whole header, no captures
+local VALID = '^1,%d+,%d+,(%d+),%d+:'       -- a whole header; captures recoveries
 
 -- parse returns deliveries, attempt and recoveries (decimal strings), the id,
 -- and the tail "<len(id)>:<id><body>" that a rewrite keeps as it is; nil when
@@ -40,16 +40,12 @@ local function build(d, a, r, tail)
   return '1,' .. d .. ',' .. a .. ',' .. r .. ',' .. tail
 end
 
--- discard keeps v in the discard list as a record
--- "d1,<unix ms>,<len(reason)>:<reason><v>" (internal/codec), trims the list to
--- max entries and counts what the trim dropped, so retention is bounded and
--- visible.
-local function discard(dead, dropped, max, now, reason, v)
-  local n = redis.call('LPUSH', dead, 'd1,' .. now .. ',' .. #reason .. ':' .. reason .. v)
-  if n > max then
-    redis.call('LTRIM', dead, 0, max - 1)
-    redis.call('INCRBY', dropped, n - max)
-  end
+-- discard keeps v in the discard list dl (discard_list in internal/discards'
+-- lib.lua) as a record "d1,<unix ms>,<len(reason)>:<reason><v>"
+-- (internal/codec), then enforces its retention by age and by count,
+-- counting what each dropped, so retention is bounded and visible.
+local function discard(dl, now, reason, v)
+  discard_push(dl, now, reason, v)
 end
 
 -- poison_reason is the discard reason of a message whose lease ran out the
@@ -63,15 +59,15 @@ end
 -- recovery is not a handler failure: attempt stays as it is.
 --
 -- A message whose recoveries would reach maxrec (maxrec > 0) is poison: it
--- took its worker down maxrec times, so it goes to the discard list (dead,
--- dropped, dmax as for discard) as the stored message with recoveries+1,
+-- took its worker down maxrec times, so it goes to the discard list dl (as
+-- for discard) as the stored message with recoveries+1,
 -- deliveries kept at its last delivery's count as discard.lua keeps it. The
 -- others go back to the FRONT of ready, deliveries+1 for the next delivery.
 --
 -- It returns how many went back to ready and how many were discarded. The
 -- lease ZSET is read and changed in this one script, so two reapers running
 -- at once can never move one message twice.
-local function reclaim(ready, lease, dead, dropped, dmax, maxrec, now, limit)
+local function reclaim(ready, lease, dl, maxrec, now, limit)
   local vs = redis.call('ZRANGEBYSCORE', lease, '-inf', now, 'LIMIT', 0, limit)
   if #vs == 0 then
     return 0, 0
@@ -87,7 +83,7 @@ local function reclaim(ready, lease, dead, dropped, dmax, maxrec, now, limit)
     if d then
       local n = r + 1
       if maxrec > 0 and n >= maxrec then
-        discard(dead, dropped, dmax, now, poison_reason(n), build(d, a, n, tail))
+        discard(dl, now, poison_reason(n), build(d, a, n, tail))
         poisoned = poisoned + 1
         v = nil
       else

@@ -8,14 +8,17 @@
 -- KEYS[1] <prefix>:{<queue>}:ready         LIST of stored messages
 -- KEYS[2] <prefix>:{<queue>}:lease         ZSET stored message in flight, score = lease deadline (unix ms)
 -- KEYS[3] <prefix>:{<queue>}:dead          LIST of discard records, newest first
--- KEYS[4] <prefix>:{<queue>}:dead_dropped  STRING count of records trimmed off the discard list
+-- KEYS[4] <prefix>:{<queue>}:dead_dropped  STRING count of records the discard count cap trimmed
+-- KEYS[5] <prefix>:{<queue>}:dead_expired  STRING count of records the discard age limit trimmed
 -- ARGV[1] max expired leases to take, >= 1
 -- ARGV[2] poison cap: the recovery count at which an expired lease's message
 --         is discarded instead of requeued; <= 0 turns the cap off
 -- ARGV[3] max discard records kept, >= 1
+-- ARGV[4] max age of discard records, ms (<= 0: no age limit)
 -- Reply: {requeued, poisoned}: how many went back to ready and how many to
 -- the discard list; together they are the expired leases taken.
 
-local requeued, poisoned = reclaim(KEYS[1], KEYS[2], KEYS[3], KEYS[4],
-  tonumber(ARGV[3]), tonumber(ARGV[2]), now_ms(), tonumber(ARGV[1]))
+local requeued, poisoned = reclaim(KEYS[1], KEYS[2],
+  discard_list(KEYS[3], KEYS[4], KEYS[5], ARGV[3], ARGV[4]),
+  tonumber(ARGV[2]), now_ms(), tonumber(ARGV[1]))
 return {requeued, poisoned}

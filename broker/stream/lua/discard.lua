@@ -3,20 +3,25 @@
 -- The delivery is fenced as in ack.lua, then XACKed and XDELed; a discard
 -- record "d1,<unix ms>,<len(reason)>:<reason><encoded message>" (see
 -- internal/codec/discard.go) is pushed on the discard list, whose length is
--- capped at ARGV[6] (the oldest records are dropped and counted in KEYS[3]). The stored message's
--- recoveries include this entry's crash recoveries (delivery count - 1). An
+-- capped at ARGV[6] and whose records may be ARGV[7] old at most (the oldest
+-- records are dropped and counted in KEYS[3] and KEYS[4], see
+-- internal/discards' lib.lua, which the Go side puts in front). The stored
+-- message's recoveries include this entry's crash recoveries (delivery
+-- count - 1). An
 -- entry deleted while pending is reported as LEASE_LOST, as in requeue.lua.
 -- Like ack.lua, an empty stream with nothing pending is deleted.
 --
 -- KEYS[1]  <prefix>:{<queue>}:stream   STREAM with the consumer group ARGV[1]
 -- KEYS[2]  <prefix>:{<queue>}:dead     LIST of discard records, newest first
 -- KEYS[3]  <prefix>:{<queue>}:dead_dropped  STRING count of records the cap trimmed
+-- KEYS[4]  <prefix>:{<queue>}:dead_expired  STRING count of records the age limit trimmed
 -- ARGV[1]  consumer group name
 -- ARGV[2]  consumer name
 -- ARGV[3]  entry ID
 -- ARGV[4]  delivery count (the count part of the token)
 -- ARGV[5]  reason (bytes)
 -- ARGV[6]  max length of the discard list
+-- ARGV[7]  max age of discard records, ms (<= 0: no age limit)
 --
 -- Reply: a one-item array: "OK" or "LEASE_LOST".
 local stream, dead = KEYS[1], KEYS[2]
@@ -51,12 +56,7 @@ redis.call('XDEL', stream, id)
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local reason = ARGV[5]
-local n, max = redis.call('LPUSH', dead, 'd1,' .. now .. ',' .. #reason .. ':' .. reason .. m), tonumber(ARGV[6])
-if n > max then
-  redis.call('LTRIM', dead, 0, max - 1)
-  redis.call('INCRBY', KEYS[3], n - max)
-end
+discard_push(discard_list(dead, KEYS[3], KEYS[4], ARGV[6], ARGV[7]), now, ARGV[5], m)
 
 if redis.call('XLEN', stream) == 0 and redis.call('XPENDING', stream, group)[1] == 0 then
   redis.call('DEL', stream)

@@ -1,9 +1,11 @@
 -- fetch.lua: take up to max messages for one consumer, without blocking.
 --
--- In order: when ARGV[5] is a cursor, take over entries idle longer than the visibility
--- timeout with XAUTOCLAIM (which also drops entries deleted while pending
--- from the PEL and names them: they are returned so the caller reports them);
--- then read new entries with XREADGROUP ... > (non-blocking).
+-- In order: when ARGV[5] is a cursor, take over one entry idle longer than
+-- the visibility timeout with XAUTOCLAIM ... COUNT 1 (which also drops
+-- entries deleted while pending from the PEL and names them: they are
+-- returned so the caller reports them); when that delivers nothing, read new
+-- entries with XREADGROUP ... > (non-blocking). A taken-over entry is
+-- delivered alone, so a poison entry cannot take others down with it.
 --
 -- Poison cap (DESIGN invariant 3): a taken-over entry has had
 -- <stored recoveries> + <delivery count after the claim> - 1 lease expiries.
@@ -11,9 +13,11 @@
 -- of delivered, and a discard record "d1,<unix ms>,<len(reason)>:<reason>
 -- <encoded message>" with reason "conveyor: poison: lease expired <n> times"
 -- is pushed on the discard list, the stored message's recoveries set to n
--- (as discard.lua does). The list is capped at ARGV[7], the trimmed records
--- counted in KEYS[3]. Like ack.lua, a stream left empty with nothing
--- pending is deleted (reply [3] is then 1 and nothing is read).
+-- (as discard.lua does). The list is capped at ARGV[7] and its records may
+-- be ARGV[8] old at most, the trimmed records counted in KEYS[3] and KEYS[4]
+-- (internal/discards' lib.lua, which the Go side puts in front). Like
+-- ack.lua, a stream left empty with nothing pending is deleted (reply [3] is
+-- then 1 and nothing is read).
 --
 -- The driver runs it only for rounds that take over expired leases; other
 -- rounds read new entries with a plain XREADGROUP (fetch.go, readNew).
@@ -23,6 +27,7 @@
 -- KEYS[1]  <prefix>:{<queue>}:stream   STREAM with the consumer group ARGV[1]
 -- KEYS[2]  <prefix>:{<queue>}:dead     LIST of discard records, newest first
 -- KEYS[3]  <prefix>:{<queue>}:dead_dropped  STRING count of records the cap trimmed
+-- KEYS[4]  <prefix>:{<queue>}:dead_expired  STRING count of records the age limit trimmed
 -- ARGV[1]  consumer group name
 -- ARGV[2]  consumer name
 -- ARGV[3]  max messages to return (the caller caps it at 1000)
@@ -31,6 +36,7 @@
 -- ARGV[6]  lease expiries (count) at which a taken-over entry is discarded as
 --          poison; 0 or less: never
 -- ARGV[7]  max length of the discard list (count)
+-- ARGV[8]  max age of discard records, ms (<= 0: no age limit)
 --
 -- Reply: a flat array
 --   [1] next XAUTOCLAIM cursor ("" when reclaiming was skipped)
@@ -42,7 +48,7 @@
 --   then p pairs: poisoned entry ID, message ID ("" if the message does not parse)
 --   then per message three items: entry ID, delivery count (what fences the
 --   delivery, with the owner), encoded message ("" if the entry has no field "m")
--- Bounded: reclaim (and so poison discards) and read by ARGV[3].
+-- Bounded: reclaim (and so poison discards) one entry, read ARGV[3].
 local stream, dead = KEYS[1], KEYS[2]
 local group, me = ARGV[1], ARGV[2]
 local max = tonumber(ARGV[3])
@@ -72,7 +78,10 @@ local got = 0
 local ds = {}
 
 if ARGV[5] ~= '' then
-  local r = redis.call('XAUTOCLAIM', stream, group, me, ARGV[4], ARGV[5], 'COUNT', max)
+  -- One at a time: a taken-over entry (its worker died holding it) is
+  -- delivered alone, so that if it is poison the entries fetched with it
+  -- do not die with it and count a recovery too.
+  local r = redis.call('XAUTOCLAIM', stream, group, me, ARGV[4], ARGV[5], 'COUNT', 1)
   out[1] = r[1]
   local deleted = r[3] or {}
   out[4] = #deleted
@@ -119,13 +128,9 @@ if ARGV[5] ~= '' then
     local len = 0
     for i = 1, #records do
       local reason = 'conveyor: poison: lease expired ' .. records[i][1] .. ' times'
-      len = redis.call('LPUSH', dead, 'd1,' .. now .. ',' .. #reason .. ':' .. reason .. records[i][2])
+      len = redis.call('LPUSH', dead, discard_record(now, reason, records[i][2]))
     end
-    local cap = tonumber(ARGV[7])
-    if len > cap then
-      redis.call('LTRIM', dead, 0, cap - 1)
-      redis.call('INCRBY', KEYS[3], len - cap)
-    end
+    discard_retain(discard_list(dead, KEYS[3], KEYS[4], ARGV[7], ARGV[8]), now, len)
     if redis.call('XLEN', stream) == 0 and redis.call('XPENDING', stream, group)[1] == 0 then
       -- As ack.lua: a drained queue leaves no stream (or group) behind.
       redis.call('DEL', stream)
@@ -135,7 +140,7 @@ if ARGV[5] ~= '' then
   end
 end
 
-if exists and got < max then
+if exists and got == 0 then
   local r = redis.call('XREADGROUP', 'GROUP', group, me, 'COUNT', max - got, 'STREAMS', stream, '>')
   if r and r[1] then
     for _, e in ipairs(r[1][2]) do

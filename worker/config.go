@@ -1,14 +1,15 @@
 package worker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/retry"
 )
 
 // Config configures a Pool. The zero value is valid.
@@ -31,16 +32,33 @@ type Config struct {
 	// JobTimeout bounds one handler run unless the job sets its own Timeout.
 	// Defaults to none.
 	JobTimeout time.Duration
+	// Retry decides what becomes of a job whose handler failed and left it
+	// unsettled: retried later through the queue's delay timers, or
+	// discarded (see package retry for policies, per-kind and per-job
+	// overrides). Defaults to rules built from MaxAttempts and Backoff;
+	// setting Retry together with either of them is an error.
+	Retry *retry.Rules
 	// MaxAttempts caps handler runs of a job unless the job sets its own;
-	// a failure on the last attempt discards the job. Defaults to 25.
+	// a failure on the last attempt discards the job. Shorthand for
+	// Retry.MaxAttempts. Defaults to 25.
 	MaxAttempts int
 	// Backoff returns the delay before retry number attempt (1 for the first
-	// retry). Defaults to exponential from 1s, capped at 1h, with jitter.
+	// retry). Shorthand for Retry.Policy. Defaults to retry.Exponential{}:
+	// full jitter under a ceiling that doubles from 1s, capped at 1h.
 	Backoff func(attempt int) time.Duration
 	// Middleware wraps the handler, first outermost.
 	Middleware []conveyor.Middleware
 	// Logger receives the pool's logs. Defaults to discarding them.
 	Logger *slog.Logger
+	// OnDiscard, when set, is called after each discard the pool or the
+	// chain makes (Job.Discard, attempts used up, SkipRetry) is stored, with
+	// the job and the reason. It runs synchronously, under a context that
+	// outlives the handler's (10s); a panic in it is logged, not raised.
+	// Discards the driver makes in its own scripts (poison: a lease expired
+	// MaxRecoveries times; an undecodable stored message) never pass through
+	// the pool and do not call it; they are in the discard queue all the
+	// same (broker.Discards).
+	OnDiscard func(ctx context.Context, job *conveyor.Job, reason string)
 	// NoPromoter turns off the delay.Promoter the pool runs for its queue
 	// when the driver has timers (list, stream). A delayed job or a retry
 	// waits for a promoter; turn it off only when other processes run one.
@@ -66,11 +84,17 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ShutdownGrace == 0 {
 		c.ShutdownGrace = 10 * time.Second
 	}
-	if c.MaxAttempts == 0 {
-		c.MaxAttempts = 25
+	if c.Retry != nil && (c.MaxAttempts != 0 || c.Backoff != nil) {
+		return c, errors.New("worker: set MaxAttempts and Backoff in Retry, not beside it")
 	}
-	if c.Backoff == nil {
-		c.Backoff = defaultBackoff
+	if c.Retry == nil {
+		c.Retry = &retry.Rules{MaxAttempts: c.MaxAttempts}
+		if backoff := c.Backoff; backoff != nil {
+			c.Retry.Policy = retry.Func(func(attempt int, _ error) time.Duration { return backoff(attempt) })
+		}
+	}
+	if err := c.Retry.Validate(); err != nil {
+		return c, fmt.Errorf("worker: Retry: %w", err)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -84,18 +108,6 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("worker: HeartbeatInterval must be positive and under VisibilityTimeout")
 	case c.ShutdownGrace < 0 || c.JobTimeout < 0:
 		return c, errors.New("worker: negative ShutdownGrace or JobTimeout")
-	case c.MaxAttempts < 0:
-		return c, errors.New("worker: MaxAttempts is negative")
 	}
 	return c, nil
-}
-
-// defaultBackoff is 2^(attempt-1) seconds capped at an hour, drawn uniformly
-// from its upper half so that jobs failing together do not retry together.
-func defaultBackoff(attempt int) time.Duration {
-	d := time.Hour
-	if attempt < 12 {
-		d = time.Second << max(attempt-1, 0)
-	}
-	return d/2 + rand.N(d/2+1)
 }

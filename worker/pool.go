@@ -14,6 +14,7 @@ import (
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/groupcommit"
+	"github.com/conveyorq/conveyor/retry"
 )
 
 // ErrShutdown is the cause of a handler context cancelled because the pool
@@ -41,6 +42,13 @@ type Pool struct {
 	mu      sync.Mutex
 	running map[*broker.Delivery]*task
 	wg      sync.WaitGroup
+	// suspects counts held jobs with Recoveries > 0 (a worker died holding
+	// each); while there is one, the pool fetches nothing more, so a
+	// poison job dies alone instead of taking the jobs beside it down and
+	// counting a recovery on them too. suspectDone is signalled when the
+	// count drops to 0.
+	suspects    int
+	suspectDone chan struct{}
 
 	cons     broker.Consumer
 	acks     *groupcommit.Committer[*broker.Delivery]
@@ -80,12 +88,13 @@ func NewPool(d broker.Driver, h conveyor.Handler, cfg *Config) (*Pool, error) {
 	}
 	return &Pool{
 		d: d, h: h, cfg: c, log: c.Logger.With("queue", c.Queue),
-		shutdown: make(chan struct{}),
-		stopping: make(chan struct{}),
-		done:     make(chan struct{}),
-		running:  make(map[*broker.Delivery]*task),
-		settling: make(chan struct{}, 2*c.Concurrency),
-		ackq:     make(chan *task, 2*c.Concurrency),
+		shutdown:    make(chan struct{}),
+		stopping:    make(chan struct{}),
+		done:        make(chan struct{}),
+		running:     make(map[*broker.Delivery]*task),
+		suspectDone: make(chan struct{}, 1),
+		settling:    make(chan struct{}, 2*c.Concurrency),
+		ackq:        make(chan *task, 2*c.Concurrency),
 	}, nil
 }
 
@@ -219,6 +228,9 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 	// soon as there is room for one, for latency.
 	want := 1
 	for {
+		if !p.waitSuspects(ctx) {
+			return
+		}
 		n := 0
 		for n < want {
 			select {
@@ -266,6 +278,9 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 			t.job = conveyor.NewJob(d, settler{p: p, t: t})
 			p.mu.Lock()
 			p.running[d] = t
+			if d.Recoveries > 0 {
+				p.suspects++
+			}
 			p.mu.Unlock()
 			p.wg.Add(1)
 			waiting <- t // never blocks: a credit was taken for it
@@ -317,7 +332,7 @@ func (p *Pool) handBack(ts []*task) {
 	}
 	p.mu.Lock()
 	for _, d := range ds {
-		delete(p.running, d)
+		p.forget(d)
 	}
 	p.mu.Unlock()
 	for range ts {
@@ -497,9 +512,44 @@ func (p *Pool) ackWithRetries(ds []*broker.Delivery) {
 // finish forgets a job the pool is done with.
 func (p *Pool) finish(t *task) {
 	p.mu.Lock()
-	delete(p.running, t.d)
+	p.forget(t.d)
 	p.mu.Unlock()
 	p.wg.Done()
+}
+
+// forget drops d from the held jobs; p.mu is held.
+func (p *Pool) forget(d *broker.Delivery) {
+	if _, ok := p.running[d]; !ok {
+		return
+	}
+	delete(p.running, d)
+	if d.Recoveries > 0 {
+		p.suspects--
+		if p.suspects == 0 {
+			select {
+			case p.suspectDone <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// waitSuspects waits until the pool holds no job with recoveries; false
+// when ctx ended first.
+func (p *Pool) waitSuspects(ctx context.Context) bool {
+	for {
+		p.mu.Lock()
+		n := p.suspects
+		p.mu.Unlock()
+		if n == 0 {
+			return true
+		}
+		select {
+		case <-p.suspectDone:
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // call runs the handler, turning a panic into an error with its stack so one
@@ -524,31 +574,17 @@ func (p *Pool) settle(t *task, herr error) {
 		}
 		return
 	}
-	maxAttempts := cmp.Or(job.MaxAttempts, p.cfg.MaxAttempts)
-	attempt := job.Attempt + 1 // this run
-	var err error
-	switch {
-	case conveyor.IsSkipRetry(herr) || attempt >= maxAttempts:
-		err = job.Discard(ctx, truncate(herr.Error(), 1024))
-		p.log.Warn("job discarded", append(p.jobAttrs(t.d), "err", herr)...)
-	default:
-		delay, ok := conveyor.RetryAfterOf(herr)
-		if !ok {
-			delay = p.cfg.Backoff(attempt)
-		}
-		err = job.Retry(ctx, time.Now().Add(delay))
-		p.log.Info("job failed; retrying", append(p.jobAttrs(t.d), "err", herr, "in", delay)...)
+	// The rules retry through the delay timers (the slot is free at once)
+	// or discard with the error as the reason.
+	dec, err := p.cfg.Retry.Settle(ctx, job, herr)
+	if dec.Action == retry.Discard {
+		p.log.Warn("job discarded", append(p.jobAttrs(t.d), "err", herr, "why", dec.Why, "max_attempts", dec.MaxAttempts)...)
+	} else {
+		p.log.Info("job failed; retrying", append(p.jobAttrs(t.d), "err", herr, "in", dec.Delay, "why", dec.Why, "policy", dec.Policy)...)
 	}
 	if err != nil {
 		p.log.Warn("settle failed", append(p.jobAttrs(t.d), "err", err)...)
 	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }
 
 func (p *Pool) jobAttrs(d *broker.Delivery) []any {

@@ -2,8 +2,10 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker"
 )
 
@@ -28,7 +30,24 @@ func (s settler) Postpone(ctx context.Context, d *broker.Delivery, at time.Time)
 }
 
 func (s settler) Discard(ctx context.Context, d *broker.Delivery, reason string) error {
-	return s.p.cons.Discard(ctx, d, reason)
+	err := s.p.cons.Discard(ctx, d, reason)
+	if err == nil && s.p.cfg.OnDiscard != nil {
+		s.p.onDiscard(ctx, s.t.job, reason)
+	}
+	return err
+}
+
+// onDiscard runs the OnDiscard hook for a stored discard.
+func (p *Pool) onDiscard(ctx context.Context, job *conveyor.Job, reason string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	defer func() {
+		if r := recover(); r != nil {
+			p.log.Warn("OnDiscard hook panicked", "queue", job.Queue, "kind", job.Kind, "job_id", job.ID,
+				"attempt", job.Attempt, "panic", fmt.Sprint(r))
+		}
+	}()
+	p.cfg.OnDiscard(ctx, job, reason)
 }
 
 func (s settler) Extend(ctx context.Context, d *broker.Delivery, ttl time.Duration) error {

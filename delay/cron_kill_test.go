@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/conveyorq/conveyor/delay"
+	"github.com/conveyorq/conveyor/internal/proctest"
 	"github.com/conveyorq/conveyor/internal/redistest"
 )
 
@@ -66,36 +67,36 @@ func TestCronUnderKill(t *testing.T) {
 			const queue = "cron"
 			log := collectFires(t, td, prefix, queue)
 			rdb := redistest.NewClient(t)
-			start := func() *child {
+			start := func() *proctest.Child {
 				c := startChild(t, cronChild, cronPrefixEnv+"="+prefix, cronDriverEnv+"="+td.name, cronQueueEnv+"="+queue)
 				if err := rdb.BLPop(context.Background(), 30*time.Second, cronReadyKey(prefix)).Err(); err != nil {
 					t.Fatalf("cron child did not start within 30s: %v", err)
 				}
 				return c
 			}
-			kids := []*child{start(), start(), start()}
+			kids := []*proctest.Child{start(), start(), start()}
 			seen := 2
 			log.waitFires(t, "tick", seen)
 			// step waits for n more fires; n = 3 outlasts the fires a dead
 			// or stopped child may have stored ahead (Lookahead 1.5s), so
 			// the living ones must have stored some.
 			step := func(n int) { seen += n; log.waitFires(t, "tick", seen) }
-			signal := func(c *child, sig syscall.Signal) {
-				if err := c.cmd.Process.Signal(sig); err != nil {
+			signal := func(c *proctest.Child, sig syscall.Signal) {
+				if err := c.Cmd.Process.Signal(sig); err != nil {
 					t.Fatal(err)
 				}
 			}
 
 			signal(kids[1], syscall.SIGSTOP) // a stalled process...
-			kids[0].kill(t)                  // ...and a dead one
+			kids[0].Kill(t)                  // ...and a dead one
 			step(3)
 			signal(kids[1], syscall.SIGCONT) // wakes up behind the series
 			kids[0] = start()
 			step(3)
-			kids[1].kill(t)
-			kids[2].kill(t) // only the restarted one is left
+			kids[1].Kill(t)
+			kids[2].Kill(t) // only the restarted one is left
 			step(3)
-			kids[0].kill(t)
+			kids[0].Kill(t)
 			log.drain(t)
 
 			got := log.fires(t, "tick")

@@ -116,7 +116,7 @@ func TestPromoteExactlyOnceUnderKill(t *testing.T) {
 			victim := startChild(t, promotersChild, append(env, childTagEnv+"=victim")...)
 			survivor := startChild(t, promotersChild, append(env, childTagEnv+"=survivor")...)
 			waitUntil(t, "both children running", 60*time.Second, func() (bool, error) {
-				if victim.exited() || survivor.exited() {
+				if victim.Exited() || survivor.Exited() {
 					return false, fmt.Errorf("a child exited on its own")
 				}
 				running, err := rdb.HLen(ctx, statsKey(prefix)).Result()
@@ -146,7 +146,7 @@ func TestPromoteExactlyOnceUnderKill(t *testing.T) {
 			// Kill the victim once promotion is well under way and it has
 			// promoted timers itself.
 			waitUntil(t, fmt.Sprintf("%d timers promoted, some by the victim", witness), 60*time.Second, func() (bool, error) {
-				if victim.exited() || survivor.exited() {
+				if victim.Exited() || survivor.Exited() {
 					return false, fmt.Errorf("a child exited on its own")
 				}
 				ready, err := td.readyLen(ctx, rdb, prefix, queue)
@@ -159,7 +159,7 @@ func TestPromoteExactlyOnceUnderKill(t *testing.T) {
 				}
 				return ready >= witness && byVictim > 0, nil
 			})
-			victim.kill(t)
+			victim.Kill(t)
 			left, _, err := timerCounts(ctx, rdb, prefix, queue)
 			if err != nil {
 				t.Fatal(err)
@@ -170,13 +170,13 @@ func TestPromoteExactlyOnceUnderKill(t *testing.T) {
 			byVictim, _ := rdb.HGet(ctx, statsKey(prefix), "victim").Int64()
 
 			waitUntil(t, "the delayed set to empty", 60*time.Second, func() (bool, error) {
-				if survivor.exited() {
+				if survivor.Exited() {
 					return false, fmt.Errorf("the surviving child exited")
 				}
 				z, _, err := timerCounts(ctx, rdb, prefix, queue)
 				return z == 0, err
 			})
-			survivor.kill(t)
+			survivor.Kill(t)
 			bySurvivor, _ := rdb.HGet(ctx, statsKey(prefix), "survivor").Int64()
 			t.Logf("%d timers pending at the kill; promoted by the victim >= %d (last report), by the survivor %d (last report)",
 				left, byVictim, bySurvivor)

@@ -83,7 +83,7 @@ func TestIdempotencyCrashAfterSideEffect(t *testing.T) {
 	if got[1] != "pay-1" {
 		t.Fatalf("child hung on %q", got[1])
 	}
-	c.kill(t)
+	c.Kill(t)
 
 	if v := e.rdb.Get(ctx, effect).Val(); v != "1" {
 		t.Fatalf("side effect count %q after the child, want 1", v)

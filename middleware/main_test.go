@@ -3,78 +3,39 @@ package middleware_test
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"os"
-	"os/exec"
-	"os/signal"
 	"runtime"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/broker/list"
+	"github.com/conveyorq/conveyor/internal/proctest"
 	"github.com/conveyorq/conveyor/internal/redistest"
 	"github.com/conveyorq/conveyor/worker"
 )
 
 // Crash tests re-execute this test binary as a child process and SIGKILL
-// it. The child reads its entry point's name from childEnv and its
-// parameters from further variables; TestMain runs it instead of the tests.
-const childEnv = "CONVEYOR_MIDDLEWARE_CHILD"
+// it (internal/proctest). A test file adds its entry points to children
+// from an init func.
+var procs = proctest.New("CONVEYOR_MIDDLEWARE_CHILD")
 
-// children maps a child name to its entry point; test files add theirs from
-// an init func. The context ends on SIGTERM or SIGINT.
-var children = map[string]func(ctx context.Context) error{}
+var children = procs.Funcs
 
 // Every goroutine a middleware or a pool starts must be gone once the tests
 // are over (Idempotency's lease keeper above all).
-func TestMain(m *testing.M) {
-	if name := os.Getenv(childEnv); name != "" {
-		os.Exit(runChild(name))
-	}
-	goleak.VerifyTestMain(m,
-		// go-redis keeps a pool reaper per shared client (redistest.Client).
-		goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).reaper"),
-	)
+func TestMain(m *testing.M) { procs.Main(m) }
+
+func startChild(t testing.TB, name string, env ...string) *proctest.Child {
+	t.Helper()
+	return procs.Start(t, name, env...)
 }
 
-func runChild(name string) int {
-	f, ok := children[name]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "middleware test child: no entry point %q\n", name)
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if err := f(ctx); err != nil {
-		fmt.Fprintf(os.Stderr, "middleware test child %s (pid %d): %v\n", name, os.Getpid(), err)
-		return 1
-	}
-	return 0
-}
-
-// childClient connects a child process to the Redis the tests use.
-func childClient() (redis.UniversalClient, error) {
-	opts, target, err := redistest.Options()
-	if err != nil {
-		return nil, fmt.Errorf("redis %s: %w", target, err)
-	}
-	rdb := redis.NewUniversalClient(opts)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		_ = rdb.Close()
-		return nil, fmt.Errorf("redis %s: %w", target, err)
-	}
-	return rdb, nil
-}
+var childClient = proctest.Client
 
 // env is one test's Redis, key prefix, list driver and client (queue "q").
 type env struct {
@@ -195,48 +156,4 @@ func goid() uint64 {
 	b = b[:bytes.IndexByte(b, ' ')]
 	n, _ := strconv.ParseUint(string(b), 10, 64)
 	return n
-}
-
-// child is a running child process.
-type child struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the process has exited
-}
-
-// startChild runs the child entry point name in a new process with the
-// extra environment env ("KEY=value"); its output goes to the test's
-// stderr. A child still running when t ends is killed.
-func startChild(t testing.TB, name string, env ...string) *child {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(append(os.Environ(), childEnv+"="+name), env...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start child %s: %v", name, err)
-	}
-	c := &child{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		close(c.done)
-	}()
-	t.Cleanup(func() { c.kill(t) })
-	return c
-}
-
-// kill SIGKILLs the child (if it still runs) and waits until it is gone.
-func (c *child) kill(t testing.TB) {
-	t.Helper()
-	select {
-	case <-c.done:
-		return
-	default:
-	}
-	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Errorf("kill child %d: %v", c.cmd.Process.Pid, err)
-	}
-	select {
-	case <-c.done:
-	case <-time.After(10 * time.Second):
-		t.Errorf("child %d still running 10s after SIGKILL", c.cmd.Process.Pid)
-	}
 }

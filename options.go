@@ -3,6 +3,7 @@ package conveyor
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/conveyorq/conveyor/broker"
@@ -40,6 +41,12 @@ type EnqueueOptions struct {
 	MaxAttempts int
 	// Timeout bounds one handler run. Defaults to the pool's setting.
 	Timeout time.Duration
+	// VisibilityTimeout overrides the pool's visibility timeout for this
+	// job: how long its lease lasts without a heartbeat, so how soon it is
+	// delivered again after its worker dies. It travels in the header
+	// HeaderVisibilityTimeout. The stream driver can only shorten a lease
+	// (its leases are idle times measured against the queue's timeout).
+	VisibilityTimeout time.Duration
 }
 
 // Request is one job of an EnqueueMany call.
@@ -49,6 +56,20 @@ type Request struct {
 	// nil as an empty payload, anything else as its JSON encoding.
 	Args any
 	Opts *EnqueueOptions
+}
+
+// HeaderVisibilityTimeout carries a job's own visibility timeout
+// (EnqueueOptions.VisibilityTimeout), in milliseconds.
+const HeaderVisibilityTimeout = "conveyor-visibility-timeout"
+
+// VisibilityTimeoutOf returns the visibility timeout m asks for in its
+// header; ok is false when it asks for none (or the header is malformed).
+func VisibilityTimeoutOf(m *broker.Message) (d time.Duration, ok bool) {
+	ms, err := strconv.ParseInt(m.Headers[HeaderVisibilityTimeout], 10, 64)
+	if err != nil || ms <= 0 || ms > int64(maxRunAhead/time.Millisecond) {
+		return 0, false
+	}
+	return time.Duration(ms) * time.Millisecond, true
 }
 
 // DefaultUniqueFor is how long a UniqueKey is held when EnqueueOptions does
@@ -76,6 +97,15 @@ func (c *Client) message(r Request, now time.Time) (*broker.Message, error) {
 		ID: o.ID, Kind: r.Kind, Queue: o.Queue, Payload: payload, Headers: copyHeaders(o.Headers),
 		MaxAttempts: o.MaxAttempts, Timeout: o.Timeout, EnqueuedAt: now,
 		UniqueKey: o.UniqueKey, UniqueTTL: o.UniqueFor,
+	}
+	switch {
+	case o.VisibilityTimeout < 0:
+		return nil, &broker.MessageError{ID: m.ID, Field: "VisibilityTimeout", Reason: "negative"}
+	case o.VisibilityTimeout > 0:
+		if m.Headers == nil {
+			m.Headers = map[string]string{}
+		}
+		m.Headers[HeaderVisibilityTimeout] = strconv.FormatInt(max(o.VisibilityTimeout.Milliseconds(), 1), 10)
 	}
 	if m.UniqueKey != "" && m.UniqueTTL == 0 {
 		m.UniqueTTL = DefaultUniqueFor

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker"
 )
 
@@ -38,23 +39,45 @@ func (p *Pool) extendRunning() {
 		tasks = append(tasks, t)
 	}
 	p.mu.Unlock()
-	for len(tasks) > 0 {
-		n := min(len(tasks), extendBatch)
-		p.extend(tasks[:n])
-		tasks = tasks[n:]
+	// One Extend call per lease length: jobs with their own visibility
+	// timeout are extended apart from the pool's.
+	byVT := map[time.Duration][]*task{}
+	for _, t := range tasks {
+		byVT[t.vt] = append(byVT[t.vt], t)
+	}
+	for _, ts := range byVT {
+		for len(ts) > 0 {
+			n := min(len(ts), extendBatch)
+			p.extend(ts[:n], false)
+			ts = ts[n:]
+		}
 	}
 }
 
-func (p *Pool) extend(tasks []*task) {
-	horizon := time.Now().Add(p.cfg.VisibilityTimeout)
+// leaseFor returns the lease a delivery's job gets: the visibility timeout
+// its message asks for, raised to two heartbeats so the heartbeat can keep
+// it, or the pool's.
+func (p *Pool) leaseFor(d *broker.Delivery) time.Duration {
+	vt, ok := conveyor.VisibilityTimeoutOf(&d.Message)
+	if !ok {
+		return p.cfg.VisibilityTimeout
+	}
+	return max(vt, 2*p.cfg.HeartbeatInterval)
+}
+
+// extend renews the leases of tasks, which share one lease length, to now
+// plus that length. Unless set is true (a job's own lease at its start), a
+// lease already longer than that (Job.Extend with a long ttl) is left
+// alone until it gets that short.
+func (p *Pool) extend(tasks []*task, set bool) {
+	vt := tasks[0].vt
+	horizon := time.Now().Add(vt)
 	var live []*task
 	for _, t := range tasks {
 		t.mu.Lock()
 		// A job whose handler returned is being settled: extending it would
 		// race its settle.
-		// A lease extended past what the heartbeat would give (Job.Extend
-		// with a long ttl) is left alone until it gets that short.
-		if t.released || t.returned || t.job.Settled() || t.d.LeaseDeadline.After(horizon) {
+		if t.released || t.returned || t.job.Settled() || (!set && t.d.LeaseDeadline.After(horizon)) {
 			t.mu.Unlock()
 			continue
 		}
@@ -68,7 +91,7 @@ func (p *Pool) extend(tasks []*task) {
 		ds[i] = t.d
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.HeartbeatInterval)
-	errs := perDelivery(ds, p.cons.Extend(ctx, p.cfg.VisibilityTimeout, ds...))
+	errs := perDelivery(ds, p.cons.Extend(ctx, vt, ds...))
 	cancel()
 	now := time.Now()
 	for i, t := range live {

@@ -61,6 +61,7 @@ type Pool struct {
 type task struct {
 	d      *broker.Delivery
 	job    *conveyor.Job
+	vt     time.Duration // the job's lease: its own visibility timeout or the pool's
 	cancel context.CancelCauseFunc
 	// mu serialises lease extensions of d (the heartbeat and Job.Extend) and
 	// guards released and returned.
@@ -274,7 +275,7 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 			want = max(1, size/2)
 		}
 		for _, d := range ds {
-			t := &task{d: d}
+			t := &task{d: d, vt: p.leaseFor(d)}
 			t.job = conveyor.NewJob(d, settler{p: p, t: t})
 			p.mu.Lock()
 			p.running[d] = t
@@ -401,6 +402,9 @@ func (p *Pool) run(base context.Context, t *task) {
 	t.mu.Lock()
 	t.cancel = cancel
 	t.mu.Unlock()
+	if t.vt != p.cfg.VisibilityTimeout && p.d.Capabilities().Extend {
+		p.extend([]*task{t}, true) // the job's own lease from its start
+	}
 	var stop context.CancelFunc = func() {}
 	if timeout := cmp.Or(t.d.Timeout, p.cfg.JobTimeout); timeout > 0 {
 		ctx, stop = context.WithTimeout(ctx, timeout)

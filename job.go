@@ -19,6 +19,7 @@ type Job struct {
 	delivery *broker.Delivery
 	settler  Settler
 	state    atomic.Int32
+	acked    atomic.Bool
 }
 
 const (
@@ -47,8 +48,18 @@ func (j *Job) Settled() bool { return j.state.Load() == settled }
 
 // Ack settles the job as done.
 func (j *Job) Ack(ctx context.Context) error {
-	return j.settle(func() error { return j.settler.Ack(ctx, j.delivery) })
+	return j.settle(func() error {
+		err := j.settler.Ack(ctx, j.delivery)
+		if err == nil {
+			j.acked.Store(true)
+		}
+		return err
+	})
 }
+
+// Acked reports whether the job was settled with Ack (rather than handed
+// back or discarded), so that middleware can tell "done" from "not done".
+func (j *Job) Acked() bool { return j.acked.Load() }
 
 // Retry hands the job back to run again at at and counts a failed attempt.
 // The worker slot is free at once; nothing sleeps in process.

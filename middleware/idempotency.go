@@ -184,6 +184,11 @@ func (g *guard) run(ctx context.Context, job *conveyor.Job, next conveyor.Handle
 	if err := next.ProcessJob(ctx, job); err != nil {
 		return err
 	}
+	if job.Settled() && !job.Acked() {
+		// The handler handed the job back (Postpone, Retry) or discarded
+		// it: its work is not done, so the key is released, not marked.
+		return nil
+	}
 	stop()
 	// Done before we return, so before the pool acks: a redelivery after a
 	// crash between here and the ack finds "done".

@@ -43,10 +43,11 @@ type Pool struct {
 	running map[*broker.Delivery]*task
 	wg      sync.WaitGroup
 	// suspects counts held jobs with Recoveries > 0 (a worker died holding
-	// each); while there is one, the pool fetches nothing more, so a
-	// poison job dies alone instead of taking the jobs beside it down and
-	// counting a recovery on them too. suspectDone is signalled when the
-	// count drops to 0.
+	// each, now or in an earlier delivery); while there is one, the pool
+	// fetches nothing more for up to a HeartbeatInterval, so that a poison
+	// job does not take jobs fetched after it down with it and count a
+	// recovery on them too. suspectDone is signalled when the count drops
+	// to 0.
 	suspects    int
 	suspectDone chan struct{}
 
@@ -538,9 +539,12 @@ func (p *Pool) forget(d *broker.Delivery) {
 	}
 }
 
-// waitSuspects waits until the pool holds no job with recoveries; false
-// when ctx ended first.
+// waitSuspects waits until the pool holds no job with recoveries, or for
+// one HeartbeatInterval at most: a poison job kills its worker soon, and a
+// suspect that just runs long must not stall the pool; false when ctx ended
+// first.
 func (p *Pool) waitSuspects(ctx context.Context) bool {
+	var hold <-chan time.Time
 	for {
 		p.mu.Lock()
 		n := p.suspects
@@ -548,8 +552,15 @@ func (p *Pool) waitSuspects(ctx context.Context) bool {
 		if n == 0 {
 			return true
 		}
+		if hold == nil {
+			t := time.NewTimer(p.cfg.HeartbeatInterval)
+			defer t.Stop()
+			hold = t.C
+		}
 		select {
 		case <-p.suspectDone:
+		case <-hold:
+			return true
 		case <-ctx.Done():
 			return false
 		}

@@ -55,6 +55,12 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 		if r.read > 0 || r.poisoned > 0 {
 			continue // all were undecodable or poison (and discarded): more may wait
 		}
+		c.mu.Lock()
+		pass := c.cursor != "0-0"
+		c.mu.Unlock()
+		if pass {
+			continue // a takeover pass is under way: go on with it, do not wait
+		}
 		ds, err := c.block(ctx, max, c.d.cfg.PollInterval, r.noStream)
 		if err != nil {
 			return nil, err

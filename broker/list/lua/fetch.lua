@@ -63,7 +63,9 @@ if vs then
       -- front, in order.
       local back = {}
       for j = #vs, i, -1 do
-        back[#back + 1] = vs[j]
+        if not seen[vs[j]] then -- a copy already leased stays leased once
+          back[#back + 1] = vs[j]
+        end
       end
       bulk('RPUSH', ready, back)
       break
@@ -75,7 +77,9 @@ if vs then
       if rec ~= '0' then
         local back = {}
         for j = #vs, i + 1, -1 do
-          back[#back + 1] = vs[j]
+          if not seen[vs[j]] then
+            back[#back + 1] = vs[j]
+          end
         end
         bulk('RPUSH', ready, back)
         break

@@ -48,7 +48,8 @@
 --   then p pairs: poisoned entry ID, message ID ("" if the message does not parse)
 --   then per message three items: entry ID, delivery count (what fences the
 --   delivery, with the owner), encoded message ("" if the entry has no field "m")
--- Bounded: reclaim (and so poison discards) one entry, read ARGV[3].
+-- Bounded: at most ARGV[3] XAUTOCLAIM steps of COUNT 1, reclaiming (and so
+-- poison-discarding) one entry; read ARGV[3].
 local stream, dead = KEYS[1], KEYS[2]
 local group, me = ARGV[1], ARGV[2]
 local max = tonumber(ARGV[3])
@@ -80,10 +81,21 @@ local ds = {}
 if ARGV[5] ~= '' then
   -- One at a time: a taken-over entry (its worker died holding it) is
   -- delivered alone, so that if it is poison the entries fetched with it
-  -- do not die with it and count a recovery too.
-  local r = redis.call('XAUTOCLAIM', stream, group, me, ARGV[4], ARGV[5], 'COUNT', 1)
-  out[1] = r[1]
-  local deleted = r[3] or {}
+  -- do not die with it and count a recovery too. COUNT 1 scans only ten
+  -- pending entries, so the pass goes on (at most ARGV[3] steps) until it
+  -- claims one or ends.
+  local r, cursor, deleted = nil, ARGV[5], {}
+  for _ = 1, math.max(max, 1) do
+    r = redis.call('XAUTOCLAIM', stream, group, me, ARGV[4], cursor, 'COUNT', 1)
+    for _, id in ipairs(r[3] or {}) do
+      deleted[#deleted + 1] = id
+    end
+    cursor = r[1]
+    if #r[2] > 0 or cursor == '0-0' then
+      break
+    end
+  end
+  out[1] = cursor
   out[4] = #deleted
   for i = 1, #deleted do
     out[#out + 1] = deleted[i]

@@ -56,8 +56,8 @@ func NewPromoter(d broker.Driver, queue string, cfg *PromoterConfig) (*Promoter,
 	switch {
 	case p.cfg.Batch < 0:
 		return nil, errors.New("delay: promoter: Batch is negative")
-	case p.cfg.MaxSleep < 0:
-		return nil, errors.New("delay: promoter: MaxSleep is negative")
+	case p.cfg.MaxSleep < 0 || (p.cfg.MaxSleep > 0 && p.cfg.MaxSleep < 10*time.Millisecond):
+		return nil, errors.New("delay: promoter: MaxSleep must be 0 (the default) or at least 10ms: it is the idle load")
 	}
 	if p.cfg.Batch == 0 || p.cfg.Batch > 1000 {
 		p.cfg.Batch = 1000

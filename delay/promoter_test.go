@@ -415,3 +415,22 @@ func TestPromoterIdleLoad(t *testing.T) {
 		})
 	}
 }
+
+// A promoter's config is checked: a sleep bound under 10ms would be a busy
+// loop, and the pubsub driver has no timers.
+func TestNewPromoterConfig(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	d := timerDrivers[0].mustDriver(t, rdb, redistest.Prefix(t))
+	for _, cfg := range []*delay.PromoterConfig{{MaxSleep: time.Millisecond}, {MaxSleep: -time.Second}, {Batch: -1}} {
+		if _, err := delay.NewPromoter(d, "q", cfg); err == nil {
+			t.Errorf("NewPromoter with %+v: no error", *cfg)
+		}
+	}
+	if _, err := delay.NewPromoter(d, "a{b}", nil); err == nil {
+		t.Error("NewPromoter with a queue name with braces: no error")
+	}
+	if _, err := delay.NewPromoter(d, "q", &delay.PromoterConfig{MaxSleep: 10 * time.Millisecond}); err != nil {
+		t.Errorf("NewPromoter with MaxSleep 10ms: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package delay_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/broker/pubsub"
 	"github.com/conveyorq/conveyor/delay"
 	"github.com/conveyorq/conveyor/internal/codec"
 	"github.com/conveyorq/conveyor/internal/redistest"
@@ -432,5 +434,12 @@ func TestNewPromoterConfig(t *testing.T) {
 	}
 	if _, err := delay.NewPromoter(d, "q", &delay.PromoterConfig{MaxSleep: 10 * time.Millisecond}); err != nil {
 		t.Errorf("NewPromoter with MaxSleep 10ms: %v", err)
+	}
+	ps, err := pubsub.New(rdb, &pubsub.Config{Prefix: redistest.Prefix(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := delay.NewPromoter(ps, "q", nil); !errors.Is(err, broker.ErrUnsupported) {
+		t.Errorf("NewPromoter on the pubsub driver: %v, want ErrUnsupported", err)
 	}
 }

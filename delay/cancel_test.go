@@ -12,6 +12,7 @@ import (
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/delay"
+	"github.com/conveyorq/conveyor/internal/drivertest"
 	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/internal/redistest"
 	"github.com/conveyorq/conveyor/worker"
@@ -36,12 +37,12 @@ func TestCancelRacesPromotion(t *testing.T) {
 	}{{"pool", 0, 0}, {"batch10x2", 2, 10}}
 	for _, td := range timerDrivers {
 		for _, v := range variants {
-			t.Run(td.name+"/"+v.name, func(t *testing.T) {
+			t.Run(td.Name+"/"+v.name, func(t *testing.T) {
 				t.Parallel()
 				ctx := context.Background()
 				rdb := redistest.Client(t)
 				prefix := redistest.Prefix(t)
-				d := td.mustDriver(t, rdb, prefix)
+				d := td.Must(t, rdb, prefix)
 				const (
 					n     = 1000
 					queue = "q"
@@ -65,20 +66,20 @@ func TestCancelRacesPromotion(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				stop := runInBackground(t, p.Run)
+				stop := drivertest.Background(t, p.Run)
 				promoters := make([]*delay.Promoter, v.promoters)
 				for i := range promoters {
 					if promoters[i], err = delay.NewPromoter(d, queue, &delay.PromoterConfig{Batch: v.batch}); err != nil {
 						t.Fatal(err)
 					}
-					defer runInBackground(t, promoters[i].Run)()
+					defer drivertest.Background(t, promoters[i].Run)()
 				}
 				// The cancellers have a client of their own, warmed up (the
 				// script loaded, the connections open) by cancelling timers that
 				// do not exist, so that at T they race the promotion and not the
 				// dialling of connections.
 				crdb := redistest.NewClient(t)
-				tm, err := delay.NewTimers(td.mustDriver(t, crdb, prefix))
+				tm, err := delay.NewTimers(td.Must(t, crdb, prefix))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -182,19 +183,19 @@ func TestCancelRacesPromotion(t *testing.T) {
 
 // queueLeft counts what could still run in queue: ready, leased (in
 // flight) and delayed messages.
-func queueLeft(ctx context.Context, td timerDriver, rdb redis.UniversalClient, prefix, queue string) (int64, error) {
+func queueLeft(ctx context.Context, td drivertest.Driver, rdb redis.UniversalClient, prefix, queue string) (int64, error) {
 	delayed, _, err := timerCounts(ctx, rdb, prefix, queue)
 	if err != nil {
 		return 0, err
 	}
 	// The stream driver deletes settled entries, so the stream's length
 	// counts both ready and pending entries.
-	ready, err := td.readyLen(ctx, rdb, prefix, queue)
+	ready, err := td.ReadyLen(ctx, rdb, prefix, queue)
 	if err != nil {
 		return 0, err
 	}
 	var leased int64
-	if td.name == "list" {
+	if td.Name == "list" {
 		if leased, err = rdb.ZCard(ctx, keys.Queue(prefix, queue).Part("lease")).Result(); err != nil {
 			return 0, err
 		}

@@ -61,14 +61,14 @@ func runCronChild(ctx context.Context) error {
 func TestCronUnderKill(t *testing.T) {
 	t.Parallel()
 	for _, td := range timerDrivers {
-		t.Run(td.name, func(t *testing.T) {
+		t.Run(td.Name, func(t *testing.T) {
 			t.Parallel()
 			prefix := redistest.Prefix(t)
 			const queue = "cron"
 			log := collectFires(t, td, prefix, queue)
 			rdb := redistest.NewClient(t)
 			start := func() *proctest.Child {
-				c := startChild(t, cronChild, cronPrefixEnv+"="+prefix, cronDriverEnv+"="+td.name, cronQueueEnv+"="+queue)
+				c := startChild(t, cronChild, cronPrefixEnv+"="+prefix, cronDriverEnv+"="+td.Name, cronQueueEnv+"="+queue)
 				if err := rdb.BLPop(context.Background(), 30*time.Second, cronReadyKey(prefix)).Err(); err != nil {
 					t.Fatalf("cron child did not start within 30s: %v", err)
 				}

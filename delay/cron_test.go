@@ -17,6 +17,7 @@ import (
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/broker/pubsub"
 	"github.com/conveyorq/conveyor/delay"
+	"github.com/conveyorq/conveyor/internal/drivertest"
 	"github.com/conveyorq/conveyor/internal/redistest"
 	"github.com/conveyorq/conveyor/internal/timers"
 )
@@ -83,9 +84,9 @@ type fireLog struct {
 	changed chan struct{} // closed and replaced on every delivery
 }
 
-func collectFires(t *testing.T, td timerDriver, prefix, queue string) *fireLog {
+func collectFires(t *testing.T, td drivertest.Driver, prefix, queue string) *fireLog {
 	t.Helper()
-	d := td.mustDriver(t, redistest.NewClient(t), prefix)
+	d := td.Must(t, redistest.NewClient(t), prefix)
 	l := &fireLog{d: d, queue: queue, count: map[string]int{}, msgs: map[string]broker.Message{}, changed: make(chan struct{})}
 	p, err := delay.NewPromoter(d, queue, nil)
 	if err != nil {
@@ -96,8 +97,8 @@ func collectFires(t *testing.T, td timerDriver, prefix, queue string) *fireLog {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cons.Close(context.Background()) }) // after the loop below stopped
-	runInBackground(t, p.Run)
-	runInBackground(t, func(ctx context.Context) error {
+	drivertest.Background(t, p.Run)
+	drivertest.Background(t, func(ctx context.Context) error {
 		for {
 			ds, err := cons.Fetch(ctx, 100)
 			if ctx.Err() != nil {
@@ -281,9 +282,9 @@ type cronInstance struct {
 	stop func()
 }
 
-func startCron(t *testing.T, td timerDriver, prefix string, cfg *delay.CronConfig, entries ...delay.CronEntry) *cronInstance {
+func startCron(t *testing.T, td drivertest.Driver, prefix string, cfg *delay.CronConfig, entries ...delay.CronEntry) *cronInstance {
 	t.Helper()
-	c, err := delay.NewCron(td.mustDriver(t, redistest.NewClient(t), prefix), cfg)
+	c, err := delay.NewCron(td.Must(t, redistest.NewClient(t), prefix), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +293,7 @@ func startCron(t *testing.T, td timerDriver, prefix string, cfg *delay.CronConfi
 			t.Fatal(err)
 		}
 	}
-	return &cronInstance{c: c, stop: runInBackground(t, c.Run)}
+	return &cronInstance{c: c, stop: drivertest.Background(t, c.Run)}
 }
 
 // TestCronOneFirePerSecond: five instances (each its own driver and
@@ -305,7 +306,7 @@ func startCron(t *testing.T, td timerDriver, prefix string, cfg *delay.CronConfi
 func TestCronOneFirePerSecond(t *testing.T) {
 	t.Parallel()
 	for _, td := range timerDrivers {
-		t.Run(td.name, func(t *testing.T) {
+		t.Run(td.Name, func(t *testing.T) {
 			t.Parallel()
 			prefix := redistest.Prefix(t)
 			const queue = "cron"
@@ -449,7 +450,7 @@ func TestCronMissedFires(t *testing.T) {
 				want = append(want, at(10*time.Minute))
 			}
 			checkFires(t, log.fires(t, "minutely"), want)
-			last, ok, err := td.mustDriver(t, redistest.Client(t), prefix).(broker.Timers).LastFire(context.Background(), queue, "minutely")
+			last, ok, err := td.Must(t, redistest.Client(t), prefix).(broker.Timers).LastFire(context.Background(), queue, "minutely")
 			if err != nil || !ok || !last.Equal(at(12*time.Minute)) {
 				t.Errorf("LastFire = %v, %v, %v; want %v", last, ok, err, at(12*time.Minute))
 			}
@@ -505,7 +506,7 @@ func TestCronAddRemoveWhileRunning(t *testing.T) {
 	// Nothing of a's was stored since Remove returned: its record still
 	// says 3. Re-added (with another kind, to tell whose fires these are),
 	// it resumes there; 4 passed meanwhile and runs, as MissedRunLatest says.
-	last, found, err := td.mustDriver(t, redistest.Client(t), prefix).(broker.Timers).LastFire(context.Background(), queue, "a")
+	last, found, err := td.Must(t, redistest.Client(t), prefix).(broker.Timers).LastFire(context.Background(), queue, "a")
 	if err != nil || !found || !last.Equal(t0.Add(3*time.Second)) {
 		t.Fatalf("LastFire(a) after Remove = %v, %v, %v; want %v", last, found, err, t0.Add(3*time.Second))
 	}
@@ -560,7 +561,7 @@ func TestCronInvalidEntries(t *testing.T) {
 	const queue = "cron"
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := newCronClock(t0)
-	c, err := delay.NewCron(td.mustDriver(t, redistest.NewClient(t), prefix), &delay.CronConfig{Clock: clock, Queue: queue})
+	c, err := delay.NewCron(td.Must(t, redistest.NewClient(t), prefix), &delay.CronConfig{Clock: clock, Queue: queue})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -640,7 +641,7 @@ func TestCronInvalidEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := collectFires(t, td, prefix, queue)
-	stop := runInBackground(t, c.Run)
+	stop := drivertest.Background(t, c.Run)
 	log.waitFor(t, delay.FireID("ok", t0.Add(time.Second)))
 	stop()
 	log.drain(t)
@@ -658,7 +659,7 @@ func TestNewCronConfig(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
 	prefix := redistest.Prefix(t)
-	d := timerDrivers[0].mustDriver(t, rdb, prefix)
+	d := timerDrivers[0].Must(t, rdb, prefix)
 	for _, cfg := range []*delay.CronConfig{
 		{Lookahead: -time.Second},
 		{Missed: delay.MissedPolicy(7)},
@@ -691,7 +692,7 @@ func TestCronRedisDown(t *testing.T) {
 	opts, _, _ := redistest.Options()
 	rdb := redis.NewUniversalClient(opts)
 	_ = rdb.Close()
-	c, err := delay.NewCron(timerDrivers[0].mustDriver(t, rdb, prefix), nil)
+	c, err := delay.NewCron(timerDrivers[0].Must(t, rdb, prefix), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

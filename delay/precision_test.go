@@ -17,6 +17,7 @@ import (
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/delay"
+	"github.com/conveyorq/conveyor/internal/drivertest"
 	"github.com/conveyorq/conveyor/internal/redistest"
 	"github.com/conveyorq/conveyor/internal/timers"
 	"github.com/conveyorq/conveyor/worker"
@@ -44,11 +45,11 @@ import (
 // promotion calls (EVALSHA with the delayed set as KEYS[1] and three keys).
 func BenchmarkTimerLateness(b *testing.B) {
 	for _, td := range timerDrivers {
-		b.Run(td.name, func(b *testing.B) {
+		b.Run(td.Name, func(b *testing.B) {
 			ctx := context.Background()
 			rdb := redistest.Client(b)
 			prefix := redistest.Prefix(b)
-			d := td.mustDriver(b, rdb, prefix)
+			d := td.Must(b, rdb, prefix)
 			const n = 10_000
 			var late, roundup, wake, call, handoff []time.Duration
 			for it := range b.N {
@@ -76,11 +77,11 @@ func BenchmarkTimerLateness(b *testing.B) {
 				log := &promoteLog{delayed: timers.QueueKeys(prefix, queue).Delayed}
 				prdb := redistest.NewClient(b)
 				prdb.AddHook(log)
-				p, err := worker.NewPool(td.mustDriver(b, prdb, prefix), h, &worker.Config{Queue: queue, Concurrency: 50})
+				p, err := worker.NewPool(td.Must(b, prdb, prefix), h, &worker.Config{Queue: queue, Concurrency: 50})
 				if err != nil {
 					b.Fatal(err)
 				}
-				stop := runInBackground(b, p.Run)
+				stop := drivertest.Background(b, p.Run)
 				now := time.Now()
 				msgs := make([]*broker.Message, n)
 				for i := range msgs {
@@ -224,11 +225,11 @@ func quantile(s []time.Duration, q float64) time.Duration {
 func BenchmarkPromote(b *testing.B) {
 	for _, td := range timerDrivers {
 		for _, np := range []int{1, 4} {
-			b.Run(fmt.Sprintf("%s/promoters=%d", td.name, np), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/promoters=%d", td.Name, np), func(b *testing.B) {
 				ctx := context.Background()
 				rdb := redistest.Client(b)
 				prefix := redistest.Prefix(b)
-				d := td.mustDriver(b, rdb, prefix)
+				d := td.Must(b, rdb, prefix)
 				const n = 100_000
 				var (
 					promoting, pushing, inCalls time.Duration
@@ -241,7 +242,7 @@ func BenchmarkPromote(b *testing.B) {
 					log := &promoteLog{delayed: timers.QueueKeys(prefix, queue).Delayed}
 					prdb := redistest.NewClient(b)
 					prdb.AddHook(log)
-					pd := td.mustDriver(b, prdb, prefix)
+					pd := td.Must(b, prdb, prefix)
 					ps := make([]*delay.Promoter, np)
 					for i := range ps {
 						var err error
@@ -266,7 +267,7 @@ func BenchmarkPromote(b *testing.B) {
 						calls++
 						inCalls += c.done.Sub(c.start)
 					}
-					if ready, err := td.readyLen(ctx, rdb, prefix, queue); err != nil || ready != n {
+					if ready, err := td.ReadyLen(ctx, rdb, prefix, queue); err != nil || ready != n {
 						b.Fatalf("ready structure holds %d messages (err %v), want %d", ready, err, n)
 					}
 					if z, h, err := timerCounts(ctx, rdb, prefix, queue); err != nil || z != 0 || h != 0 {
@@ -274,8 +275,8 @@ func BenchmarkPromote(b *testing.B) {
 					}
 
 					base := fmt.Sprintf("%s:bench:baseline-%d", prefix, it)
-					pushing += pushBaseline(b, td.name, rdb, base, bodies)
-					if err := rdb.Del(ctx, base, td.readyKey(prefix, queue)).Err(); err != nil {
+					pushing += pushBaseline(b, td.Name, rdb, base, bodies)
+					if err := rdb.Del(ctx, base, td.ReadyKey(prefix, queue)).Err(); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -20,6 +20,7 @@ import (
 	"github.com/conveyorq/conveyor/broker/pubsub"
 	"github.com/conveyorq/conveyor/delay"
 	"github.com/conveyorq/conveyor/internal/codec"
+	"github.com/conveyorq/conveyor/internal/drivertest"
 	"github.com/conveyorq/conveyor/internal/redistest"
 	"github.com/conveyorq/conveyor/worker"
 )
@@ -99,12 +100,12 @@ func runPromoters(ctx context.Context) error {
 func TestPromoteExactlyOnceUnderKill(t *testing.T) {
 	t.Parallel()
 	for _, td := range timerDrivers {
-		t.Run(td.name, func(t *testing.T) {
+		t.Run(td.Name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			rdb := redistest.Client(t)
 			prefix := redistest.Prefix(t)
-			d := td.mustDriver(t, rdb, prefix)
+			d := td.Must(t, rdb, prefix)
 			const (
 				n       = 10_000
 				queue   = "q"
@@ -113,7 +114,7 @@ func TestPromoteExactlyOnceUnderKill(t *testing.T) {
 			)
 			// The children start first, so that however long a process
 			// takes to start, the timers fall due while both promote.
-			env := []string{childPrefixEnv + "=" + prefix, childDriverEnv + "=" + td.name,
+			env := []string{childPrefixEnv + "=" + prefix, childDriverEnv + "=" + td.Name,
 				childQueueEnv + "=" + queue, childPromoterEnv + "=2"}
 			victim := startChild(t, promotersChild, append(env, childTagEnv+"=victim")...)
 			survivor := startChild(t, promotersChild, append(env, childTagEnv+"=survivor")...)
@@ -151,7 +152,7 @@ func TestPromoteExactlyOnceUnderKill(t *testing.T) {
 				if victim.Exited() || survivor.Exited() {
 					return false, fmt.Errorf("a child exited on its own")
 				}
-				ready, err := td.readyLen(ctx, rdb, prefix, queue)
+				ready, err := td.ReadyLen(ctx, rdb, prefix, queue)
 				if err != nil {
 					return false, err
 				}
@@ -208,12 +209,12 @@ func TestPromoteExactlyOnceUnderKill(t *testing.T) {
 }
 
 // readyIDs decodes the IDs of every message in queue's ready structure.
-func readyIDs(t testing.TB, td timerDriver, rdb redis.UniversalClient, prefix, queue string) []string {
+func readyIDs(t testing.TB, td drivertest.Driver, rdb redis.UniversalClient, prefix, queue string) []string {
 	t.Helper()
 	ctx := context.Background()
-	key := td.readyKey(prefix, queue)
+	key := td.ReadyKey(prefix, queue)
 	var raw []string
-	if td.name == "stream" {
+	if td.Name == "stream" {
 		xs, err := rdb.XRange(ctx, key, "-", "+").Result()
 		if err != nil {
 			t.Fatal(err)
@@ -265,12 +266,12 @@ func dueHandler(record func(id string, late time.Duration)) conveyor.Handler {
 func TestPromoteNeverEarly(t *testing.T) {
 	t.Parallel()
 	for _, td := range timerDrivers {
-		t.Run(td.name, func(t *testing.T) {
+		t.Run(td.Name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			rdb := redistest.Client(t)
 			prefix := redistest.Prefix(t)
-			d := td.mustDriver(t, rdb, prefix)
+			d := td.Must(t, rdb, prefix)
 			const n = 300
 			var (
 				mu   sync.Mutex
@@ -293,7 +294,7 @@ func TestPromoteNeverEarly(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			stop := runInBackground(t, p.Run)
+			stop := drivertest.Background(t, p.Run)
 
 			base := time.Now().Add(300 * time.Millisecond)
 			msgs := make([]*broker.Message, n)
@@ -382,13 +383,13 @@ func (c *commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 func TestPromoterIdleLoad(t *testing.T) {
 	t.Parallel()
 	for _, td := range timerDrivers {
-		t.Run(td.name, func(t *testing.T) {
+		t.Run(td.Name, func(t *testing.T) {
 			t.Parallel()
 			rdb := redistest.NewClient(t)
 			var counter commandCounter
 			rdb.AddHook(&counter)
 			prefix := redistest.Prefix(t)
-			d := td.mustDriver(t, rdb, prefix)
+			d := td.Must(t, rdb, prefix)
 			p, err := delay.NewPromoter(d, "q", nil)
 			if err != nil {
 				t.Fatal(err)
@@ -423,7 +424,7 @@ func TestPromoterIdleLoad(t *testing.T) {
 func TestNewPromoterConfig(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
-	d := timerDrivers[0].mustDriver(t, rdb, redistest.Prefix(t))
+	d := timerDrivers[0].Must(t, rdb, redistest.Prefix(t))
 	for _, cfg := range []*delay.PromoterConfig{{MaxSleep: time.Millisecond}, {MaxSleep: -time.Second}, {Batch: -1}} {
 		if _, err := delay.NewPromoter(d, "q", cfg); err == nil {
 			t.Errorf("NewPromoter with %+v: no error", *cfg)

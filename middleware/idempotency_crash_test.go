@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/conveyorq/conveyor"
+	"github.com/conveyorq/conveyor/internal/drivertest"
 	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/middleware"
 	"github.com/conveyorq/conveyor/worker"
@@ -131,7 +132,7 @@ func TestIdempotencyCrashAfterSideEffect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := start(t, p)
+	stop := drivertest.Background(t, p.Run)
 	waitFor(t, "the redelivered job", 30*time.Second, done)
 	stop()
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/conveyorq/conveyor"
+	"github.com/conveyorq/conveyor/internal/drivertest"
 	"github.com/conveyorq/conveyor/internal/redistest"
 	"github.com/conveyorq/conveyor/middleware"
 	"github.com/conveyorq/conveyor/worker"
@@ -284,7 +285,7 @@ func TestIdempotencyOnceUnderConcurrency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := start(t, p)
+	stop := drivertest.Background(t, p.Run)
 	waitFor(t, "all 100 jobs acked", 60*time.Second, allDone)
 	stop()
 

@@ -16,7 +16,6 @@ import (
 	"github.com/conveyorq/conveyor/broker/list"
 	"github.com/conveyorq/conveyor/internal/proctest"
 	"github.com/conveyorq/conveyor/internal/redistest"
-	"github.com/conveyorq/conveyor/worker"
 )
 
 // Crash tests re-execute this test binary as a child process and SIGKILL
@@ -64,31 +63,6 @@ func envOn(rdb redis.UniversalClient, prefix string) (env, error) {
 		return env{}, err
 	}
 	return env{rdb: rdb, prefix: prefix, d: d, client: c}, nil
-}
-
-// start runs p in the background; the returned func (also run at cleanup)
-// stops it and waits for Run to return.
-func start(t *testing.T, p *worker.Pool) (stop func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- p.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-errc:
-				if err != nil {
-					t.Errorf("Run: %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Errorf("pool did not stop within 30s")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
 }
 
 func waitFor(t *testing.T, what string, d time.Duration, ch <-chan struct{}) {

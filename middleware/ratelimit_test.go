@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/conveyorq/conveyor"
+	"github.com/conveyorq/conveyor/internal/drivertest"
 	"github.com/conveyorq/conveyor/internal/redistest"
 	"github.com/conveyorq/conveyor/middleware"
 	"github.com/conveyorq/conveyor/worker"
@@ -176,7 +177,7 @@ func TestRateLimitPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	stop := start(t, p)
+	stop := drivertest.Background(t, p.Run)
 	waitFor(t, "all 25 jobs to run", 30*time.Second, done)
 	stop()
 	took := time.Since(began)

@@ -16,9 +16,8 @@ import (
 
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker"
-	"github.com/conveyorq/conveyor/broker/list"
-	"github.com/conveyorq/conveyor/broker/stream"
 	"github.com/conveyorq/conveyor/internal/codec"
+	"github.com/conveyorq/conveyor/internal/drivertest"
 	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/internal/redistest"
 	"github.com/conveyorq/conveyor/retry"
@@ -28,25 +27,7 @@ import (
 // These tests run real pools on a real Redis, with each at-least-once
 // driver.
 
-var drivers = []struct {
-	name string
-	new  func(t testing.TB, rdb redis.UniversalClient, prefix string) broker.Driver
-}{
-	{"list", func(t testing.TB, rdb redis.UniversalClient, prefix string) broker.Driver {
-		d, err := list.New(rdb, &list.Config{Prefix: prefix})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}},
-	{"stream", func(t testing.TB, rdb redis.UniversalClient, prefix string) broker.Driver {
-		d, err := stream.New(rdb, &stream.Config{Prefix: prefix})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}},
-}
+var drivers = drivertest.Durable
 
 const queue = "q"
 
@@ -61,7 +42,7 @@ type env struct {
 func newEnv(t *testing.T, i int) *env {
 	rdb := redistest.Client(t)
 	prefix := redistest.Prefix(t)
-	d := drivers[i].new(t, rdb, prefix)
+	d := drivers[i].Must(t, rdb, prefix)
 	c, err := conveyor.NewClient(d, &conveyor.ClientConfig{DefaultQueue: queue})
 	if err != nil {
 		t.Fatal(err)
@@ -92,25 +73,7 @@ func (e *env) start(t *testing.T, h conveyor.Handler, cfg worker.Config) (stop f
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- p.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-errc:
-				if err != nil {
-					t.Errorf("Run: %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Errorf("pool did not stop within 30s")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	return drivertest.Background(t, p.Run)
 }
 
 // dead reads the discard queue, by message ID.
@@ -304,7 +267,7 @@ func TestFailThreeTimesThenSucceed(t *testing.T) {
 	}
 	for i, drv := range drivers {
 		for _, pol := range policies {
-			t.Run(drv.name+"/"+pol.name, func(t *testing.T) {
+			t.Run(drv.Name+"/"+pol.name, func(t *testing.T) {
 				t.Parallel()
 				e := newEnv(t, i)
 				ctx := context.Background()
@@ -388,7 +351,7 @@ func TestFailThreeTimesThenSucceed(t *testing.T) {
 func TestOverrides(t *testing.T) {
 	t.Parallel()
 	for i, drv := range drivers {
-		t.Run(drv.name, func(t *testing.T) {
+		t.Run(drv.Name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, i)
 			runs, delays := newRunLog(), newDelayLog()
@@ -453,7 +416,7 @@ func TestSkipRetryAndRetryAfter(t *testing.T) {
 	t.Parallel()
 	const after = 300 * time.Millisecond
 	for i, drv := range drivers {
-		t.Run(drv.name, func(t *testing.T) {
+		t.Run(drv.Name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, i)
 			runs := newRunLog()
@@ -507,7 +470,7 @@ func TestSkipRetryAndRetryAfter(t *testing.T) {
 func TestExhaustedAttemptsGoToDiscardQueue(t *testing.T) {
 	t.Parallel()
 	for i, drv := range drivers {
-		t.Run(drv.name, func(t *testing.T) {
+		t.Run(drv.Name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, i)
 			runs := newRunLog()
@@ -551,7 +514,7 @@ func TestRetryFreesTheSlot(t *testing.T) {
 	t.Parallel()
 	const after = 1500 * time.Millisecond
 	for i, drv := range drivers {
-		t.Run(drv.name, func(t *testing.T) {
+		t.Run(drv.Name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, i)
 			ctx := context.Background()

@@ -17,7 +17,7 @@ func BenchmarkPoolEndToEnd(b *testing.B) {
 	const n = 100_000
 	payload := make([]byte, 100)
 	for i, drv := range durable {
-		b.Run(drv.name, func(b *testing.B) {
+		b.Run(drv.Name, func(b *testing.B) {
 			var total time.Duration
 			for range b.N {
 				e := newEnvB(b, i)

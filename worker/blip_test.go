@@ -10,6 +10,7 @@ import (
 
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/drivertest"
 	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/worker"
 )
@@ -55,7 +56,7 @@ func (c *blipConsumer) Extend(ctx context.Context, ttl time.Duration, ds ...*bro
 func TestAckRetriedAfterABlip(t *testing.T) {
 	t.Parallel()
 	for i, drv := range durable {
-		t.Run(drv.name, func(t *testing.T) {
+		t.Run(drv.Name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, i)
 			ctx := context.Background()
@@ -79,7 +80,7 @@ func TestAckRetriedAfterABlip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			stop := start(t, p)
+			stop := drivertest.Background(t, p.Run)
 			waitFor(t, "all jobs handled", 10*time.Second, done)
 			stop() // Run returns only once every ack is done
 			if d.failAcks.Load() >= 0 {
@@ -126,7 +127,7 @@ func TestHeartbeatKeepsLongerExtend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := start(t, p)
+	stop := drivertest.Background(t, p.Run)
 	defer stop()
 	waitFor(t, "the long job to extend its lease", 10*time.Second, extended)
 	waitFor(t, "the short job to run", 10*time.Second, shortRunning)

@@ -4,14 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/conveyorq/conveyor"
+	"github.com/conveyorq/conveyor/internal/drivertest"
+	"github.com/conveyorq/conveyor/internal/proctest"
 	"github.com/conveyorq/conveyor/internal/redistest"
 	"github.com/conveyorq/conveyor/worker"
 )
@@ -24,107 +24,91 @@ const (
 	crashPrefixEnv = "CONVEYOR_CRASH_PREFIX" // key prefix shared with the child
 )
 
-func TestWorkerCrash(t *testing.T) {
-	if idx := os.Getenv(crashChildEnv); idx != "" {
-		crashChild(t, idx)
-		return
-	}
-	t.Parallel()
-	for i, drv := range durable {
-		t.Run(drv.name, func(t *testing.T) {
-			t.Parallel()
-			e := newEnv(t, i)
-			ctx := context.Background()
-			const n = 200
-			reqs := make([]conveyor.Request, n)
-			for j := range reqs {
-				reqs[j] = conveyor.Request{Kind: "job", Args: []byte(strconv.Itoa(j))}
-			}
-			if _, err := e.client.EnqueueMany(ctx, reqs...); err != nil {
-				t.Fatal(err)
-			}
-			started := e.prefix + ":crash-started"
-			cmd := exec.Command(os.Args[0], "-test.run=^TestWorkerCrash$", "-test.v")
-			cmd.Env = append(os.Environ(), crashChildEnv+"="+strconv.Itoa(i), crashPrefixEnv+"="+e.prefix)
-			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			// Wait (blocking on Redis, no polling sleep) until the child holds jobs.
-			deadline := time.Now().Add(30 * time.Second)
-			for {
-				held, err := e.rdb.SCard(ctx, started).Result()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if held >= 10 {
-					break
-				}
-				if time.Now().After(deadline) {
-					_ = cmd.Process.Kill()
-					t.Fatalf("child started only %d jobs", held)
-				}
-				wctx, cancel := context.WithTimeout(ctx, time.Second)
-				_ = e.rdb.BLMove(wctx, started+":signal", started+":signal", "RIGHT", "RIGHT", time.Second).Err()
-				cancel()
-			}
-			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			_ = cmd.Wait()
-			crashed, err := e.rdb.SMembers(ctx, started).Result()
-			if err != nil {
-				t.Fatal(err)
-			}
-			e.rdb.Del(ctx, started, started+":signal")
+func TestWorkerCrash(t *testing.T) { crashTest(t, crashChildEnv, crashChild, crashRun) }
 
-			var (
-				mu      sync.Mutex
-				handled = map[string]int{}
-				recov   = map[string]int{}
-				done    = make(chan struct{})
-			)
-			h := conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
-				mu.Lock()
-				defer mu.Unlock()
-				k := string(job.Payload)
-				handled[k]++
-				recov[k] = job.Recoveries
-				if job.Attempt != 0 {
-					t.Errorf("job %s: Attempt %d after a crash, want 0 (a crash is not an attempt)", k, job.Attempt)
-				}
-				if len(handled) == n {
-					select {
-					case <-done:
-					default:
-						close(done)
-					}
-				}
-				return nil
-			})
-			p, err := worker.NewPool(e.d, h, &worker.Config{Queue: "q", Concurrency: 20, VisibilityTimeout: 500 * time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
-			stop := start(t, p)
-			waitFor(t, "every job handled after the crash", 60*time.Second, done)
-			stop()
-			mu.Lock()
-			defer mu.Unlock()
-			for j := range n {
-				if handled[strconv.Itoa(j)] != 1 {
-					t.Fatalf("job %d handled %d times after the crash", j, handled[strconv.Itoa(j)])
-				}
-			}
-			for _, k := range crashed {
-				if recov[k] < 1 {
-					t.Fatalf("job %s was held by the killed worker but has Recoveries %d", k, recov[k])
-				}
-			}
-			t.Logf("%d jobs held by the killed worker were recovered", len(crashed))
-			assertNoKeys(t, e)
-		})
+func crashRun(t *testing.T, i int) {
+	e := newEnv(t, i)
+	ctx := context.Background()
+	const n = 200
+	reqs := make([]conveyor.Request, n)
+	for j := range reqs {
+		reqs[j] = conveyor.Request{Kind: "job", Args: []byte(strconv.Itoa(j))}
 	}
+	if _, err := e.client.EnqueueMany(ctx, reqs...); err != nil {
+		t.Fatal(err)
+	}
+	started := e.prefix + ":crash-started"
+	child := proctest.StartTest(t, "TestWorkerCrash", crashChildEnv+"="+strconv.Itoa(i), crashPrefixEnv+"="+e.prefix)
+	// Wait (blocking on Redis, no polling sleep) until the child holds jobs.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		held, err := e.rdb.SCard(ctx, started).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if held >= 10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			child.Kill(t)
+			t.Fatalf("child started only %d jobs", held)
+		}
+		wctx, cancel := context.WithTimeout(ctx, time.Second)
+		_ = e.rdb.BLMove(wctx, started+":signal", started+":signal", "RIGHT", "RIGHT", time.Second).Err()
+		cancel()
+	}
+	killWorker(t, child)
+	crashed, err := e.rdb.SMembers(ctx, started).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.rdb.Del(ctx, started, started+":signal")
+
+	var (
+		mu      sync.Mutex
+		handled = map[string]int{}
+		recov   = map[string]int{}
+		done    = make(chan struct{})
+	)
+	h := conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
+		mu.Lock()
+		defer mu.Unlock()
+		k := string(job.Payload)
+		handled[k]++
+		recov[k] = job.Recoveries
+		if job.Attempt != 0 {
+			t.Errorf("job %s: Attempt %d after a crash, want 0 (a crash is not an attempt)", k, job.Attempt)
+		}
+		if len(handled) == n {
+			select {
+			case <-done:
+			default:
+				close(done)
+			}
+		}
+		return nil
+	})
+	p, err := worker.NewPool(e.d, h, &worker.Config{Queue: "q", Concurrency: 20, VisibilityTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := drivertest.Background(t, p.Run)
+	waitFor(t, "every job handled after the crash", 60*time.Second, done)
+	stop()
+	mu.Lock()
+	defer mu.Unlock()
+	for j := range n {
+		if handled[strconv.Itoa(j)] != 1 {
+			t.Fatalf("job %d handled %d times after the crash", j, handled[strconv.Itoa(j)])
+		}
+	}
+	for _, k := range crashed {
+		if recov[k] < 1 {
+			t.Fatalf("job %s was held by the killed worker but has Recoveries %d", k, recov[k])
+		}
+	}
+	t.Logf("%d jobs held by the killed worker were recovered", len(crashed))
+	assertNoKeys(t, e)
 }
 
 // crashChild is the worker process of TestWorkerCrash: it takes jobs, notes
@@ -133,7 +117,7 @@ func crashChild(t *testing.T, idx string) {
 	i, _ := strconv.Atoi(idx)
 	prefix := os.Getenv(crashPrefixEnv)
 	rdb := redistest.Client(t)
-	d := durable[i].new(t, rdb, prefix)
+	d := durable[i].Must(t, rdb, prefix)
 	started := prefix + ":crash-started"
 	h := conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
 		if err := rdb.SAdd(ctx, started, string(job.Payload)).Err(); err != nil {

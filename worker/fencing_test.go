@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/conveyorq/conveyor"
+	"github.com/conveyorq/conveyor/internal/drivertest"
+	"github.com/conveyorq/conveyor/internal/proctest"
 	"github.com/conveyorq/conveyor/internal/redistest"
 	"github.com/conveyorq/conveyor/worker"
 )
@@ -37,19 +39,7 @@ func (f fenceKeys) started() string { return string(f) + ":started" } // the chi
 func (f fenceKeys) release() string { return string(f) + ":release" } // the test pushes to let the handler go on
 func (f fenceKeys) result() string  { return string(f) + ":result" }  // the child's handler pushes what it saw
 
-func TestFencingSIGSTOP(t *testing.T) {
-	if idx := os.Getenv(fenceChildEnv); idx != "" {
-		fenceChild(t, idx)
-		return
-	}
-	t.Parallel()
-	for i, drv := range durable {
-		t.Run(drv.name, func(t *testing.T) {
-			t.Parallel()
-			fenceRun(t, i)
-		})
-	}
-}
+func TestFencingSIGSTOP(t *testing.T) { crashTest(t, fenceChildEnv, fenceChild, fenceRun) }
 
 func fenceRun(t *testing.T, i int) {
 	e := newEnv(t, i)
@@ -59,18 +49,18 @@ func fenceRun(t *testing.T, i int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	child := startProc(t, "TestFencingSIGSTOP",
+	child := proctest.StartTest(t, "TestFencingSIGSTOP",
 		fenceChildEnv+"="+strconv.Itoa(i), fencePrefixEnv+"="+e.prefix, fenceWitnessEnv+"="+string(f))
 	got := blpop(t, e, f.started(), 30*time.Second, "the child's handler to start the job")
 	if got != m.ID {
 		t.Fatalf("child started job %s, want %s", got, m.ID)
 	}
-	if err := child.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := child.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	stopped := time.Now()
 	// Resumed at the end however the test ends, so that cleanup can kill it.
-	t.Cleanup(func() { _ = child.cmd.Process.Signal(syscall.SIGCONT) })
+	t.Cleanup(func() { _ = child.Cmd.Process.Signal(syscall.SIGCONT) })
 
 	// Another worker: a pool in this process. It gets the job once the
 	// paused worker's lease runs out.
@@ -96,17 +86,17 @@ func fenceRun(t *testing.T, i int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stopPool := start(t, p)
+	stopPool := drivertest.Background(t, p.Run)
 	waitFor(t, "the other worker to run the job", 30*time.Second, ran)
 	takenAfter := time.Since(stopped)
 	// And to ack it: then Redis holds nothing of the job.
-	drv := durable[i].name
+	drv := durable[i].Name
 	waitUntil(t, "the other worker's ack", 10*time.Second, func() (bool, string) {
 		left := inFlight(t, e, drv, "q")
 		return left == "", left
 	})
 
-	if err := child.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := child.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	pausedFor := time.Since(stopped)
@@ -125,7 +115,7 @@ func fenceRun(t *testing.T, i int) {
 	if parts[0] != "true" {
 		t.Errorf("the resumed child's Job.Ack returned %q, want ErrLeaseLost", parts[1])
 	}
-	if err := child.stop(t, 30*time.Second); err != nil {
+	if err := child.Stop(t, 30*time.Second); err != nil {
 		t.Fatalf("child did not stop cleanly: %v", err)
 	}
 	stopPool()
@@ -148,7 +138,7 @@ func fenceChild(t *testing.T, idx string) {
 	i, _ := strconv.Atoi(idx)
 	f := fenceKeys(os.Getenv(fenceWitnessEnv))
 	rdb := redistest.Client(t)
-	d := durable[i].new(t, rdb, os.Getenv(fencePrefixEnv))
+	d := durable[i].Must(t, rdb, os.Getenv(fencePrefixEnv))
 	h := conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
 		bg, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
@@ -177,7 +167,7 @@ func fenceChild(t *testing.T, idx string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := untilStdinCloses()
+	ctx, cancel := proctest.UntilStdinCloses()
 	defer cancel()
 	if err := p.Run(ctx); err != nil {
 		t.Fatal(err)

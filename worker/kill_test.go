@@ -2,16 +2,12 @@ package worker_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +15,7 @@ import (
 
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/internal/keys"
+	"github.com/conveyorq/conveyor/internal/proctest"
 	"github.com/conveyorq/conveyor/internal/redistest"
 	"github.com/conveyorq/conveyor/worker"
 )
@@ -79,19 +76,7 @@ func (w killWitness) attempted() string      { return string(w) + ":attempted" }
 func (w killWitness) started(inc int) string { return string(w) + ":started:" + strconv.Itoa(inc) }
 func (w killWitness) done(inc int) string    { return string(w) + ":done:" + strconv.Itoa(inc) }
 
-func TestKillWorkers(t *testing.T) {
-	if idx := os.Getenv(killChildEnv); idx != "" {
-		killChild(t, idx)
-		return
-	}
-	t.Parallel()
-	for i, drv := range durable {
-		t.Run(drv.name, func(t *testing.T) {
-			t.Parallel()
-			killRun(t, i)
-		})
-	}
-}
+func TestKillWorkers(t *testing.T) { crashTest(t, killChildEnv, killChild, killRun) }
 
 func killRun(t *testing.T, i int) {
 	e := newEnv(t, i)
@@ -128,15 +113,15 @@ func killRun(t *testing.T, i int) {
 	}
 
 	inc := 0
-	spawn := func() (*proc, int) {
-		p := startProc(t, "TestKillWorkers",
+	spawn := func() (*proctest.Child, int) {
+		p := proctest.StartTest(t, "TestKillWorkers",
 			killChildEnv+"="+strconv.Itoa(i), killPrefixEnv+"="+e.prefix,
 			killWitnessEnv+"="+string(w), killIncEnv+"="+strconv.Itoa(inc))
 		inc++
 		return p, inc - 1
 	}
 	var (
-		procs  [killWorkers]*proc
+		procs  [killWorkers]*proctest.Child
 		incs   [killWorkers]int
 		killed []int // incarnations killed
 	)
@@ -170,7 +155,7 @@ run:
 				break run
 			}
 			s := len(killed) % killWorkers
-			procs[s].kill(t)
+			killWorker(t, procs[s])
 			killed = append(killed, incs[s])
 			procs[s], incs[s] = spawn()
 		case <-poll.C:
@@ -183,8 +168,8 @@ run:
 				t.Fatalf("after %d kills, %d jobs discarded, e.g. %q", len(killed), len(recs), recs[0].Reason)
 			}
 			for s, p := range procs {
-				if p.exited() {
-					t.Fatalf("worker incarnation %d exited on its own: %v", incs[s], p.err)
+				if p.Exited() {
+					t.Fatalf("worker incarnation %d exited on its own: %v", incs[s], p.Err())
 				}
 			}
 		case <-deadline.C:
@@ -195,14 +180,14 @@ run:
 
 	// Jobs a killed worker finished but did not ack run again once their
 	// lease runs out: wait until nothing is left in flight.
-	drv := durable[i].name
+	drv := durable[i].Name
 	waitUntil(t, "nothing left in flight", 30*time.Second, func() (bool, string) {
 		left := inFlight(t, e, drv, "q")
 		return left == "", left
 	})
 	drained := time.Since(runStart)
 	for s, p := range procs {
-		if err := p.stop(t, 30*time.Second); err != nil {
+		if err := p.Stop(t, 30*time.Second); err != nil {
 			t.Fatalf("worker incarnation %d did not stop cleanly: %v", incs[s], err)
 		}
 	}
@@ -310,7 +295,7 @@ func killChild(t *testing.T, idx string) {
 	inc, _ := strconv.Atoi(os.Getenv(killIncEnv))
 	w := killWitness(os.Getenv(killWitnessEnv))
 	rdb := redistest.Client(t)
-	d := durable[i].new(t, rdb, os.Getenv(killPrefixEnv))
+	d := durable[i].Must(t, rdb, os.Getenv(killPrefixEnv))
 	h := conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
 		if err := rdb.SAdd(ctx, w.started(inc), job.ID).Err(); err != nil {
 			return err
@@ -344,7 +329,7 @@ func killChild(t *testing.T, idx string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := untilStdinCloses()
+	ctx, cancel := proctest.UntilStdinCloses()
 	defer cancel()
 	if err := p.Run(ctx); err != nil {
 		t.Fatal(err)
@@ -423,93 +408,31 @@ func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() (bo
 	}
 }
 
-// proc is a worker process: this test binary re-executed to run one test's
-// child code. Closing its stdin asks it to stop; it also stops when the
-// test process dies, as its stdin then closes too.
-type proc struct {
-	cmd   *exec.Cmd
-	stdin io.Closer
-	done  chan struct{} // closed once the process has exited
-	err   error         // Wait's result, once done is closed
+// crashTest runs a test whose workers are this test binary re-executed:
+// in such a child (env names the driver's index) it runs child; in the test
+// process it runs run once per durable driver, in parallel.
+func crashTest(t *testing.T, env string, child func(*testing.T, string), run func(*testing.T, int)) {
+	if idx := os.Getenv(env); idx != "" {
+		child(t, idx)
+		return
+	}
+	t.Parallel()
+	for i, drv := range durable {
+		t.Run(drv.Name, func(t *testing.T) {
+			t.Parallel()
+			run(t, i)
+		})
+	}
 }
 
-// startProc re-executes the test binary to run test with env added; t's
-// cleanup kills it if it still runs.
-func startProc(t *testing.T, test string, env ...string) *proc {
+// killWorker SIGKILLs a worker process, waits until it is gone, and checks
+// it died of the signal.
+func killWorker(t *testing.T, c *proctest.Child) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
+	c.Kill(t)
+	if !c.Killed() {
+		t.Fatalf("killed worker ended with %v, want SIGKILL", c.Err())
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, stdin: stdin, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		if !p.exited() {
-			_ = cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	return p
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// kill SIGKILLs the process and waits until it is gone.
-func (p *proc) kill(t *testing.T) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatalf("kill worker: %v", err)
-	}
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("a SIGKILLed worker still runs after 10s")
-	}
-	var ee *exec.ExitError
-	if !errors.As(p.err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("killed worker ended with %v, want SIGKILL", p.err)
-	}
-}
-
-// stop asks the process to stop (closes its stdin) and waits until it has
-// exited, returning how it ended (nil for exit status 0).
-func (p *proc) stop(t *testing.T, timeout time.Duration) error {
-	t.Helper()
-	_ = p.stdin.Close()
-	select {
-	case <-p.done:
-		return p.err
-	case <-time.After(timeout):
-		t.Fatalf("worker did not stop within %v of being asked", timeout)
-		return nil
-	}
-}
-
-// untilStdinCloses returns a context cancelled when stdin reaches its end:
-// the parent test closed it, or died.
-func untilStdinCloses() (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		cancel()
-	}()
-	return ctx, cancel
 }
 
 func asArgs(ss []string) []any {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/conveyorq/conveyor"
+	"github.com/conveyorq/conveyor/internal/drivertest"
 	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/worker"
 )
@@ -39,7 +40,7 @@ func TestPerJobVisibilityTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := start(t, p)
+	stop := drivertest.Background(t, p.Run)
 	defer stop()
 	for range 3 {
 		select {

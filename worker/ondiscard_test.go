@@ -17,7 +17,7 @@ import (
 func TestOnDiscardHook(t *testing.T) {
 	t.Parallel()
 	for i, drv := range durable {
-		t.Run(drv.name, func(t *testing.T) {
+		t.Run(drv.Name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, i)
 			ctx := context.Background()

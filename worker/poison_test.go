@@ -2,11 +2,9 @@ package worker_test
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"maps"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +18,7 @@ import (
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/codec"
 	"github.com/conveyorq/conveyor/internal/keys"
+	"github.com/conveyorq/conveyor/internal/proctest"
 	"github.com/conveyorq/conveyor/internal/redistest"
 	"github.com/conveyorq/conveyor/worker"
 )
@@ -42,19 +41,7 @@ func (w poisonWitness) handled() string    { return string(w) + ":handled" }    
 func (w poisonWitness) acked() string      { return string(w) + ":acked" }      // LIST of the payloads of normal jobs acked
 func (w poisonWitness) started() string    { return string(w) + ":started" }    // LIST: the normal job's first run started
 
-func TestPoisonJob(t *testing.T) {
-	if idx := os.Getenv(poisonChildEnv); idx != "" {
-		poisonChild(t, idx)
-		return
-	}
-	t.Parallel()
-	for i, drv := range durable {
-		t.Run(drv.name, func(t *testing.T) {
-			t.Parallel()
-			poisonRun(t, i)
-		})
-	}
-}
+func TestPoisonJob(t *testing.T) { crashTest(t, poisonChildEnv, poisonChild, poisonRun) }
 
 func poisonRun(t *testing.T, i int) {
 	e := newEnv(t, i)
@@ -73,8 +60,8 @@ func poisonRun(t *testing.T, i int) {
 		t.Fatal(err)
 	}
 	poison := ms[0]
-	spawn := func() *proc {
-		return startProc(t, "TestPoisonJob",
+	spawn := func() *proctest.Child {
+		return proctest.StartTest(t, "TestPoisonJob",
 			poisonChildEnv+"="+strconv.Itoa(i), poisonPrefixEnv+"="+e.prefix, poisonWitnessEnv+"="+string(w))
 	}
 	dead := keys.Queue(e.prefix, "q").Part("dead")
@@ -97,10 +84,9 @@ func poisonRun(t *testing.T, i int) {
 			break
 		}
 		select {
-		case <-p.done:
-			var ee *exec.ExitError
-			if !errors.As(p.err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-				t.Fatalf("worker ended with %v, want killed by its poison job", p.err)
+		case <-p.Done():
+			if !p.Killed() {
+				t.Fatalf("worker ended with %v, want killed by its poison job", p.Err())
 			}
 			deaths++
 			if deaths > k {
@@ -119,8 +105,8 @@ func poisonRun(t *testing.T, i int) {
 		t.Fatal(err)
 	}
 	waitUntil(t, "both normal jobs run", 30*time.Second, func() (bool, string) {
-		if p.exited() {
-			t.Fatalf("the worker died after the poison job was discarded: %v", p.err)
+		if p.Exited() {
+			t.Fatalf("the worker died after the poison job was discarded: %v", p.Err())
 		}
 		h, err := e.rdb.HGetAll(ctx, w.handled()).Result()
 		if err != nil {
@@ -128,12 +114,12 @@ func poisonRun(t *testing.T, i int) {
 		}
 		return h["before"] != "" && h["after"] != "", "normal jobs run: " + strings.Join(slices.Sorted(maps.Keys(h)), ",")
 	})
-	drv := durable[i].name
+	drv := durable[i].Name
 	waitUntil(t, "nothing left in flight", 10*time.Second, func() (bool, string) {
 		left := inFlight(t, e, drv, "q")
 		return left == "", left
 	})
-	if err := p.stop(t, 30*time.Second); err != nil {
+	if err := p.Stop(t, 30*time.Second); err != nil {
 		t.Fatalf("the last worker did not stop cleanly: %v", err)
 	}
 
@@ -194,7 +180,7 @@ func poisonChild(t *testing.T, idx string) {
 	i, _ := strconv.Atoi(idx)
 	w := poisonWitness(os.Getenv(poisonWitnessEnv))
 	rdb := redistest.Client(t)
-	d := durable[i].new(t, rdb, os.Getenv(poisonPrefixEnv))
+	d := durable[i].Must(t, rdb, os.Getenv(poisonPrefixEnv))
 	h := conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
 		if job.Kind == "poison" {
 			if err := rdb.RPush(ctx, w.deliveries(), strconv.Itoa(job.Recoveries)+" "+strconv.Itoa(job.Attempt)).Err(); err != nil {
@@ -236,7 +222,7 @@ func poisonChild(t *testing.T, idx string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := untilStdinCloses()
+	ctx, cancel := proctest.UntilStdinCloses()
 	defer cancel()
 	if err := p.Run(ctx); err != nil {
 		t.Fatal(err)

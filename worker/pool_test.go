@@ -15,33 +15,15 @@ import (
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/broker/list"
-	"github.com/conveyorq/conveyor/broker/stream"
 	"github.com/conveyorq/conveyor/internal/codec"
+	"github.com/conveyorq/conveyor/internal/drivertest"
 	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/internal/redistest"
 	"github.com/conveyorq/conveyor/worker"
 )
 
 // durable lists the at-least-once drivers every pool test runs on.
-var durable = []struct {
-	name string
-	new  func(t testing.TB, rdb redis.UniversalClient, prefix string) broker.Driver
-}{
-	{"list", func(t testing.TB, rdb redis.UniversalClient, prefix string) broker.Driver {
-		d, err := list.New(rdb, &list.Config{Prefix: prefix})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}},
-	{"stream", func(t testing.TB, rdb redis.UniversalClient, prefix string) broker.Driver {
-		d, err := stream.New(rdb, &stream.Config{Prefix: prefix})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}},
-}
+var durable = drivertest.Durable
 
 type env struct {
 	rdb    redis.UniversalClient
@@ -55,36 +37,12 @@ func newEnv(t *testing.T, i int) env { return newEnvB(t, i) }
 func newEnvB(t testing.TB, i int) env {
 	rdb := redistest.Client(t)
 	prefix := redistest.Prefix(t)
-	d := durable[i].new(t, rdb, prefix)
+	d := durable[i].Must(t, rdb, prefix)
 	c, err := conveyor.NewClient(d, &conveyor.ClientConfig{DefaultQueue: "q"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return env{rdb: rdb, prefix: prefix, d: d, client: c}
-}
-
-// start runs p in the background and returns a func that stops it and waits.
-func start(t *testing.T, p *worker.Pool) (stop func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- p.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-errc:
-				if err != nil {
-					t.Errorf("Run: %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Errorf("pool did not stop within 30s")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
 }
 
 func waitFor(t *testing.T, what string, d time.Duration, ch <-chan struct{}) {
@@ -107,7 +65,7 @@ func TestPoolMovesManyJobs(t *testing.T) {
 	t.Parallel()
 	const n = 100_000
 	for i, drv := range durable {
-		t.Run(drv.name, func(t *testing.T) {
+		t.Run(drv.Name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, i)
 			ctx := context.Background()
@@ -140,7 +98,7 @@ func TestPoolMovesManyJobs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			stop := start(t, p)
+			stop := drivertest.Background(t, p.Run)
 			waitFor(t, "all jobs handled", 5*time.Minute, done)
 			stop()
 			for k := range seen {
@@ -159,7 +117,7 @@ func TestPoolMovesManyJobs(t *testing.T) {
 func TestShutdown(t *testing.T) {
 	t.Parallel()
 	for i, drv := range durable {
-		t.Run(drv.name, func(t *testing.T) {
+		t.Run(drv.Name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, i)
 			ctx := context.Background()
@@ -204,7 +162,7 @@ func TestShutdown(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			stop := start(t, p)
+			stop := drivertest.Background(t, p.Run)
 			waitFor(t, "all jobs started", 10*time.Second, allStarted)
 			shutdownDone := make(chan struct{})
 			go func() {
@@ -282,7 +240,7 @@ func runUntilDiscarded(t *testing.T, e env, h conveyor.Handler, cfg *worker.Conf
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := start(t, p)
+	stop := drivertest.Background(t, p.Run)
 	defer stop()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -310,7 +268,7 @@ func runUntilDiscarded(t *testing.T, e env, h conveyor.Handler, cfg *worker.Conf
 func TestBadJobsDoNotStopThePool(t *testing.T) {
 	t.Parallel()
 	for i, drv := range durable {
-		t.Run(drv.name, func(t *testing.T) {
+		t.Run(drv.Name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, i)
 			ctx := context.Background()
@@ -357,7 +315,7 @@ func TestBadJobsDoNotStopThePool(t *testing.T) {
 func TestRetryThenSucceed(t *testing.T) {
 	t.Parallel()
 	for i, drv := range durable {
-		t.Run(drv.name, func(t *testing.T) {
+		t.Run(drv.Name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, i)
 			var attempts []int
@@ -380,7 +338,7 @@ func TestRetryThenSucceed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			stop := start(t, p)
+			stop := drivertest.Background(t, p.Run)
 			waitFor(t, "third attempt", 10*time.Second, done)
 			stop()
 			mu.Lock()
@@ -398,7 +356,7 @@ func TestRetryThenSucceed(t *testing.T) {
 func TestHeartbeatKeepsLongJob(t *testing.T) {
 	t.Parallel()
 	for i, drv := range durable {
-		t.Run(drv.name, func(t *testing.T) {
+		t.Run(drv.Name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, i)
 			ctx := context.Background()
@@ -420,7 +378,7 @@ func TestHeartbeatKeepsLongJob(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			stop := start(t, p)
+			stop := drivertest.Background(t, p.Run)
 			waitFor(t, "job running", 10*time.Second, running)
 			// Another consumer, fetching for 5 visibility timeouts, must get nothing.
 			c, err := e.d.Open(ctx, "q", &broker.ConsumerOptions{VisibilityTimeout: vt})
@@ -473,7 +431,7 @@ func TestLeaseLostCancelsHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start(t, p)
+	drivertest.Background(t, p.Run)
 	waitFor(t, "job running", 10*time.Second, running)
 	// Expire the lease and reap it, as another process's reaper would. The
 	// lease member is the stored message, so take it from the ZSET. The
@@ -515,7 +473,7 @@ func TestRedisUnreachableAtStart(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: time.Second})
 	defer rdb.Close()
 	for _, drv := range durable {
-		d := drv.new(t, rdb, "cvt-unreachable")
+		d := drv.Must(t, rdb, "cvt-unreachable")
 		p, err := worker.NewPool(d, conveyor.HandlerFunc(func(context.Context, *conveyor.Job) error { return nil }), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -524,7 +482,7 @@ func TestRedisUnreachableAtStart(t *testing.T) {
 		err = p.Run(ctx)
 		cancel()
 		if err == nil || !strings.Contains(err.Error(), "unreachable") {
-			t.Fatalf("%s: Run = %v, want an error saying Redis is unreachable", drv.name, err)
+			t.Fatalf("%s: Run = %v, want an error saying Redis is unreachable", drv.Name, err)
 		}
 	}
 }

@@ -6,7 +6,9 @@ package proctest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -63,10 +65,13 @@ func (c *Children) run(name string) int {
 	return 0
 }
 
-// Child is a running child process.
+// Child is a running child process. Closing its stdin (Stop) asks it to
+// stop; its stdin also closes when the test process dies.
 type Child struct {
-	Cmd  *exec.Cmd
-	done chan struct{} // closed when the process has exited
+	Cmd   *exec.Cmd
+	stdin io.Closer
+	done  chan struct{} // closed when the process has exited
+	err   error         // Wait's result, once done is closed
 }
 
 // Start runs the entry point name in a new process with the extra
@@ -74,19 +79,73 @@ type Child struct {
 // child still running when t ends is killed.
 func (c *Children) Start(t testing.TB, name string, env ...string) *Child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(append(os.Environ(), c.env+"="+name), env...)
+	return start(t, []string{"-test.run=^$"}, append([]string{c.env + "=" + name}, env...))
+}
+
+// StartTest runs the test named test in a new process with the extra
+// environment env, for a test that runs its child code itself when env says
+// so. Otherwise as Start.
+func StartTest(t testing.TB, test string, env ...string) *Child {
+	t.Helper()
+	return start(t, []string{"-test.run=^" + test + "$", "-test.count=1"}, env)
+}
+
+func start(t testing.TB, args, env []string) *Child {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start child %s: %v", name, err)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
 	}
-	ch := &Child{Cmd: cmd, done: make(chan struct{})}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start child %v: %v", args, err)
+	}
+	ch := &Child{Cmd: cmd, stdin: stdin, done: make(chan struct{})}
 	go func() {
-		_ = cmd.Wait()
+		ch.err = cmd.Wait()
 		close(ch.done)
 	}()
 	t.Cleanup(func() { ch.Kill(t) })
 	return ch
+}
+
+// Done is closed once the child has exited.
+func (c *Child) Done() <-chan struct{} { return c.done }
+
+// Err is how the child ended (Wait's result); read it after Done.
+func (c *Child) Err() error { return c.err }
+
+// Killed reports whether the child ended by SIGKILL; read it after Done.
+func (c *Child) Killed() bool {
+	var ee *exec.ExitError
+	return errors.As(c.err, &ee) && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL
+}
+
+// Stop asks the child to stop (closes its stdin) and waits until it has
+// exited, returning how it ended (nil for exit status 0).
+func (c *Child) Stop(t testing.TB, timeout time.Duration) error {
+	t.Helper()
+	_ = c.stdin.Close()
+	select {
+	case <-c.done:
+		return c.err
+	case <-time.After(timeout):
+		t.Fatalf("child %d did not stop within %v of being asked", c.Cmd.Process.Pid, timeout)
+		return nil
+	}
+}
+
+// UntilStdinCloses returns, in a child, a context cancelled when its stdin
+// reaches its end: the parent called Stop, or died.
+func UntilStdinCloses() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	return ctx, cancel
 }
 
 // Kill SIGKILLs the child (if it still runs) and waits until it is gone.

@@ -20,6 +20,7 @@ type Job struct {
 	settler  Settler
 	state    atomic.Int32
 	acked    atomic.Bool
+	fin      finishing
 }
 
 const (
@@ -43,6 +44,10 @@ func NewJob(d *broker.Delivery, s Settler) *Job {
 	return &Job{Message: d.Message, delivery: d, settler: s}
 }
 
+// ConsumerGroup names the consumer group whose lease the job runs under,
+// for drivers with groups (the stream driver); empty otherwise.
+func (j *Job) ConsumerGroup() string { return j.delivery.Group }
+
 // Settled reports whether the job was acked, retried or discarded.
 func (j *Job) Settled() bool { return j.state.Load() == settled }
 
@@ -54,7 +59,7 @@ func (j *Job) Ack(ctx context.Context) error {
 			j.acked.Store(true)
 		}
 		return err
-	})
+	}, Settlement{Outcome: OutcomeAcked})
 }
 
 // Acked reports whether the job was settled with Ack (rather than handed
@@ -64,14 +69,14 @@ func (j *Job) Acked() bool { return j.acked.Load() }
 // Retry hands the job back to run again at at and counts a failed attempt.
 // The worker slot is free at once; nothing sleeps in process.
 func (j *Job) Retry(ctx context.Context, at time.Time) error {
-	return j.settle(func() error { return j.settler.Retry(ctx, j.delivery, at) })
+	return j.settle(func() error { return j.settler.Retry(ctx, j.delivery, at) }, Settlement{Outcome: OutcomeRetried, At: at})
 }
 
 // Postpone hands the job back to run again at at without counting a failed
 // attempt: for a job that could not start (a rate limit, a dependency not
 // ready), not one that failed. The worker slot is free at once.
 func (j *Job) Postpone(ctx context.Context, at time.Time) error {
-	return j.settle(func() error { return j.settler.Postpone(ctx, j.delivery, at) })
+	return j.settle(func() error { return j.settler.Postpone(ctx, j.delivery, at) }, Settlement{Outcome: OutcomePostponed, At: at})
 }
 
 // Nack hands the job back to run again as soon as possible, counting a failed
@@ -80,7 +85,7 @@ func (j *Job) Nack(ctx context.Context) error { return j.Retry(ctx, time.Time{})
 
 // Discard moves the job to its queue's discard queue with reason.
 func (j *Job) Discard(ctx context.Context, reason string) error {
-	return j.settle(func() error { return j.settler.Discard(ctx, j.delivery, reason) })
+	return j.settle(func() error { return j.settler.Discard(ctx, j.delivery, reason) }, Settlement{Outcome: OutcomeDiscarded, Reason: reason})
 }
 
 // Extend says the job is still being worked on: its lease runs until now+d.
@@ -93,10 +98,11 @@ func (j *Job) Extend(ctx context.Context, d time.Duration) error {
 	return j.settler.Extend(ctx, j.delivery, d)
 }
 
-// settle runs one settle call at most once. A call that failed for another
-// reason than a lost lease (Redis unreachable, say) leaves the job unsettled
-// so that it can be tried again; its lease still protects it meanwhile.
-func (j *Job) settle(f func() error) error {
+// settle runs one settle call at most once and records it as s. A call
+// that failed for another reason than a lost lease (Redis unreachable, say)
+// leaves the job unsettled so that it can be tried again; its lease still
+// protects it meanwhile.
+func (j *Job) settle(f func() error, s Settlement) error {
 	if !j.state.CompareAndSwap(unsettled, settling) {
 		return ErrAlreadySettled
 	}
@@ -105,6 +111,13 @@ func (j *Job) settle(f func() error) error {
 		j.state.Store(unsettled)
 		return err
 	}
+	if err != nil {
+		s = Settlement{Outcome: OutcomeLeaseLost, Err: err}
+	}
+	if s.At.IsZero() && (s.Outcome == OutcomeRetried || s.Outcome == OutcomePostponed) {
+		s.At = time.Now()
+	}
+	j.record(s)
 	j.state.Store(settled)
 	return err
 }

@@ -62,6 +62,23 @@ type Request struct {
 // (EnqueueOptions.VisibilityTimeout), in milliseconds.
 const HeaderVisibilityTimeout = "conveyor-visibility-timeout"
 
+// HeaderRunAt carries the time a delayed job was due (unix milliseconds):
+// the client sets it on every job enqueued with a Delay or RunAt, so that
+// its queue wait (ReadyAt) counts from when it became due, not from
+// when it was enqueued.
+const HeaderRunAt = "conveyor-run-at"
+
+// ReadyAt returns when m became ready to run on its first delivery: its
+// due time when it was enqueued with a delay, else its EnqueuedAt.
+func ReadyAt(m *broker.Message) time.Time {
+	if ms, err := strconv.ParseInt(m.Headers[HeaderRunAt], 10, 64); err == nil && ms > 0 {
+		if at := time.UnixMilli(ms); at.After(m.EnqueuedAt) {
+			return at
+		}
+	}
+	return m.EnqueuedAt
+}
+
 // VisibilityTimeoutOf returns the visibility timeout m asks for in its
 // header; ok is false when it asks for none (or the header is malformed).
 func VisibilityTimeoutOf(m *broker.Message) (d time.Duration, ok bool) {
@@ -129,6 +146,12 @@ func (c *Client) message(r Request, now time.Time) (*broker.Message, error) {
 			return nil, &broker.MessageError{ID: m.ID, Field: "Delay", Reason: "more than 100 years"}
 		}
 		m.RunAt = now.Add(o.Delay)
+	}
+	if m.RunAt.After(now) {
+		if m.Headers == nil {
+			m.Headers = map[string]string{}
+		}
+		m.Headers[HeaderRunAt] = strconv.FormatInt(m.RunAt.UnixMilli(), 10)
 	}
 	if err := broker.ValidateMessage(m); err != nil {
 		return nil, err

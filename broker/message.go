@@ -55,4 +55,7 @@ type Delivery struct {
 	// LeaseDeadline is when the lease runs out unless extended. Zero for
 	// drivers without leases.
 	LeaseDeadline time.Time
+	// Group names the consumer group that holds the lease, for drivers that
+	// have groups (the stream driver); empty otherwise.
+	Group string
 }

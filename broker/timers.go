@@ -60,4 +60,7 @@ type Promotion struct {
 	// clock (0: due now, more may be promoted at once); negative when no
 	// timer is pending.
 	Next time.Duration
+	// Late is how late, by the server's clock, the earliest timer the call
+	// promoted was past its due time; 0 when it promoted none.
+	Late time.Duration
 }

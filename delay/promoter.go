@@ -23,6 +23,11 @@ type PromoterConfig struct {
 	MaxSleep time.Duration
 	// Logger receives promotion errors. Defaults to discarding them.
 	Logger *slog.Logger
+	// OnPromote, when set, is called after each promotion call that moved
+	// timers, with the queue and the call's outcome (how many, how late the
+	// earliest was): the hook for metrics such as promotion lateness. It
+	// runs on the promoter's goroutine and must be quick.
+	OnPromote func(queue string, p broker.Promotion)
 }
 
 // Promoter moves the due timers of one queue to its ready structure at
@@ -135,6 +140,9 @@ func (p *Promoter) Run(ctx context.Context) error {
 		default:
 			backoff = 0
 			p.promoted.Add(int64(r.Promoted))
+			if r.Promoted > 0 && p.cfg.OnPromote != nil {
+				p.cfg.OnPromote(p.queue, r)
+			}
 			if r.Promoted >= p.cfg.Batch || r.Next == 0 {
 				continue // more are due now
 			}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	mrand "math/rand/v2"
 	"time"
 
@@ -36,6 +37,10 @@ type RateLimitConfig struct {
 	// OnDecision, when set, is called after each decision, before the job
 	// runs or is handed back; for metrics. It must not block.
 	OnDecision func(job *conveyor.Job, d RateDecision)
+	// Logger receives a Debug line for each job over the limit (queue,
+	// kind, job_id, attempt, run_at; not the limiter key, which may be a
+	// user or an IP). Defaults to discarding them.
+	Logger *slog.Logger
 }
 
 // RateDecision is one admission decision of RateLimit.
@@ -74,6 +79,9 @@ func RateLimit(rdb redis.UniversalClient, cfg *RateLimitConfig) (conveyor.Middle
 	}
 	if c.Key == nil {
 		c.Key = func(job *conveyor.Job) string { return job.Kind }
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	switch {
 	case c.Limit < 1:
@@ -121,6 +129,9 @@ func RateLimit(rdb redis.UniversalClient, cfg *RateLimitConfig) (conveyor.Middle
 			if err := job.Postpone(ctx, at); err != nil {
 				return fmt.Errorf("middleware: rate limit %s: postpone: %w", key, err)
 			}
+			c.Logger.LogAttrs(ctx, slog.LevelDebug, "rate limited; job postponed",
+				slog.String("queue", job.Queue), slog.String("kind", job.Kind), slog.String("job_id", job.ID),
+				slog.Int("attempt", job.Attempt), slog.Time("run_at", at))
 			setNote(ctx, OutcomePostponed, at)
 			return nil
 		})

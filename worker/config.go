@@ -63,6 +63,10 @@ type Config struct {
 	// when the driver has timers (list, stream). A delayed job or a retry
 	// waits for a promoter; turn it off only when other processes run one.
 	NoPromoter bool
+	// OnPromote is the pool's promoter's delay.PromoterConfig.OnPromote:
+	// called after each promotion call that moved timers (for metrics such
+	// as promotion lateness). Defaults to none.
+	OnPromote func(queue string, p broker.Promotion)
 }
 
 func (c Config) withDefaults() (Config, error) {

@@ -100,7 +100,7 @@ func (p *Pool) extend(tasks []*task, set bool) {
 		lost := errors.Is(errs[i], broker.ErrLeaseLost) ||
 			(errs[i] != nil && now.Add(p.cfg.HeartbeatInterval).After(t.d.LeaseDeadline))
 		if errs[i] != nil {
-			p.log.Warn("lease extension failed", append(p.jobAttrs(t.d), "err", errs[i], "lost", lost)...)
+			p.log.Warn("lease extension failed", append(p.jobAttrs(t.d), "error", errs[i], "lost", lost)...)
 		}
 		if lost {
 			t.lost = true // a job still waiting to start is skipped

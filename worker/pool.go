@@ -169,7 +169,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := cons.Close(closeCtx); err != nil {
-		p.log.Warn("close consumer", "err", err)
+		p.log.Warn("close consumer", "error", err)
 	}
 	return nil
 }
@@ -259,7 +259,7 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			p.log.Error("fetch failed; retrying", "err", err, "in", backoff)
+			p.log.Error("fetch failed; retrying", "error", err, "in", backoff)
 			t := time.NewTimer(backoff)
 			select {
 			case <-t.C:
@@ -307,7 +307,7 @@ func (p *Pool) work(ctx, handlerCtx context.Context, waiting <-chan *task, credi
 			t.mu.Unlock()
 			if lost { // its lease ran out while it waited: it is someone else's now
 				p.log.Warn("lease lost before the job started; skipped", p.jobAttrs(t.d)...)
-				p.finish(t)
+				p.finish(t, conveyor.Settlement{Outcome: conveyor.OutcomeLeaseLost, Err: broker.ErrLeaseLost})
 				continue
 			}
 			p.run(handlerCtx, t)
@@ -330,7 +330,7 @@ func (p *Pool) handBack(ts []*task) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := p.cons.Release(ctx, ds...); err != nil {
-		p.log.Warn("hand back unstarted jobs", "jobs", len(ds), "err", err)
+		p.log.Warn("hand back unstarted jobs", "jobs", len(ds), "error", err)
 	}
 	p.mu.Lock()
 	for _, d := range ds {
@@ -378,7 +378,7 @@ func (p *Pool) drain(cancelHandlers context.CancelCauseFunc) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := p.cons.Release(ctx, ds...)
-	p.log.Info("shutdown grace over; handed running jobs back", "jobs", len(ds), "err", err)
+	p.log.Info("shutdown grace over; handed running jobs back", "jobs", len(ds), "error", err)
 	// Give the cancelled handlers a moment to return, so that Run rarely
 	// returns under their feet; one that ignores its context is left behind.
 	wait := time.NewTimer(handlerExitWait)
@@ -426,18 +426,21 @@ func (p *Pool) run(base context.Context, t *task) {
 	t.mu.Unlock()
 	switch {
 	case done:
-		p.finish(t)
+		s := t.job.Settlement()
+		if s.Outcome == 0 {
+			s = conveyor.Settlement{Outcome: conveyor.OutcomeReleased}
+		}
+		p.finish(t, s)
 	case lost:
 		p.log.Warn("lease lost; job left to its next delivery", p.jobAttrs(t.d)...)
-		p.finish(t)
+		p.finish(t, conveyor.Settlement{Outcome: conveyor.OutcomeLeaseLost, Err: broker.ErrLeaseLost})
 	case ack:
 		p.ackq <- t // the acker batches it with others; blocks when far behind
 	default:
 		p.settling <- struct{}{}
 		go func() {
 			defer func() { <-p.settling }()
-			p.settle(t, err)
-			p.finish(t)
+			p.finish(t, p.settle(t, err))
 		}()
 	}
 }
@@ -471,9 +474,9 @@ func (p *Pool) acker(stop <-chan struct{}) {
 		for _, t := range batch {
 			ds = append(ds, t.d)
 		}
-		p.ackWithRetries(ds)
-		for _, t := range batch {
-			p.finish(t)
+		errs := p.ackWithRetries(ds)
+		for i, t := range batch {
+			p.finish(t, settled(conveyor.Settlement{Outcome: conveyor.OutcomeAcked}, errs[i]))
 			p.acking.Done()
 		}
 	}
@@ -485,40 +488,63 @@ func (p *Pool) acker(stop <-chan struct{}) {
 // recovery, which should not happen for a blip.
 var ackRetryDelays = []time.Duration{50 * time.Millisecond, 250 * time.Millisecond, time.Second}
 
-// ackWithRetries acks ds, trying again those that failed transiently.
-func (p *Pool) ackWithRetries(ds []*broker.Delivery) {
+// ackWithRetries acks ds, trying again those that failed transiently, and
+// returns each one's final outcome.
+func (p *Pool) ackWithRetries(ds []*broker.Delivery) []error {
+	final := make([]error, len(ds))
+	idx := make([]int, len(ds)) // position in ds of each delivery tried
+	for i := range idx {
+		idx[i] = i
+	}
 	for try := 0; ; try++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		errs := perDelivery(ds, p.cons.Ack(ctx, ds...))
 		cancel()
 		var (
-			again   []*broker.Delivery
-			lastErr error
+			again    []*broker.Delivery
+			againIdx []int
+			lastErr  error
 		)
 		for i, err := range errs {
+			final[idx[i]] = err
 			switch {
 			case err == nil:
 			case errors.Is(err, broker.ErrLeaseLost) || try == len(ackRetryDelays):
-				p.log.Warn("ack failed", append(p.jobAttrs(ds[i]), "err", err)...)
+				p.log.Warn("ack failed", append(p.jobAttrs(ds[i]), "error", err)...)
 			default:
 				again = append(again, ds[i])
+				againIdx = append(againIdx, idx[i])
 				lastErr = err
 			}
 		}
 		if len(again) == 0 {
-			return
+			return final
 		}
-		p.log.Info("ack failed; trying again", "jobs", len(again), "err", lastErr, "in", ackRetryDelays[try])
+		p.log.Info("ack failed; trying again", "jobs", len(again), "error", lastErr, "in", ackRetryDelays[try])
 		time.Sleep(ackRetryDelays[try])
-		ds = again
+		ds, idx = again, againIdx
 	}
 }
 
-// finish forgets a job the pool is done with.
-func (p *Pool) finish(t *task) {
+// settled returns s, or the outcome of a settle that failed with err.
+func settled(s conveyor.Settlement, err error) conveyor.Settlement {
+	switch {
+	case err == nil:
+		return s
+	case errors.Is(err, broker.ErrLeaseLost):
+		return conveyor.Settlement{Outcome: conveyor.OutcomeLeaseLost, Err: err}
+	default:
+		return conveyor.Settlement{Outcome: conveyor.OutcomeUnsettled, Err: err}
+	}
+}
+
+// finish forgets a job the pool is done with and tells the job's OnFinish
+// observers how its delivery ended.
+func (p *Pool) finish(t *task, s conveyor.Settlement) {
 	p.mu.Lock()
 	p.forget(t.d)
 	p.mu.Unlock()
+	conveyor.FinishJob(t.job, s)
 	p.wg.Done()
 }
 
@@ -578,28 +604,34 @@ func (p *Pool) call(ctx context.Context, job *conveyor.Job) (err error) {
 	return p.h.ProcessJob(ctx, job)
 }
 
-// settle applies the failure policy to a job its handler left unsettled.
-func (p *Pool) settle(t *task, herr error) {
+// settle applies the failure policy to a job its handler left unsettled
+// and returns how the job ended.
+func (p *Pool) settle(t *task, herr error) conveyor.Settlement {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	job := t.job
 	if herr == nil {
-		if err := job.Ack(ctx); err != nil {
-			p.log.Warn("ack failed", append(p.jobAttrs(t.d), "err", err)...)
+		err := job.Ack(ctx)
+		if err != nil {
+			p.log.Warn("ack failed", append(p.jobAttrs(t.d), "error", err)...)
 		}
-		return
+		return settled(conveyor.Settlement{Outcome: conveyor.OutcomeAcked}, err)
 	}
 	// The rules retry through the delay timers (the slot is free at once)
 	// or discard with the error as the reason.
 	dec, err := p.cfg.Retry.Settle(ctx, job, herr)
 	if dec.Action == retry.Discard {
-		p.log.Warn("job discarded", append(p.jobAttrs(t.d), "err", herr, "why", dec.Why, "max_attempts", dec.MaxAttempts)...)
+		p.log.Warn("job discarded", append(p.jobAttrs(t.d), "error", herr, "why", dec.Why, "max_attempts", dec.MaxAttempts)...)
 	} else {
-		p.log.Info("job failed; retrying", append(p.jobAttrs(t.d), "err", herr, "in", dec.Delay, "why", dec.Why, "policy", dec.Policy)...)
+		p.log.Info("job failed; retrying", append(p.jobAttrs(t.d), "error", herr, "in", dec.Delay, "why", dec.Why, "policy", dec.Policy)...)
 	}
 	if err != nil {
-		p.log.Warn("settle failed", append(p.jobAttrs(t.d), "err", err)...)
+		p.log.Warn("settle failed", append(p.jobAttrs(t.d), "error", err)...)
 	}
+	if job.Settled() {
+		return job.Settlement()
+	}
+	return settled(conveyor.Settlement{}, cmp.Or(err, errors.New("conveyor: job left unsettled")))
 }
 
 func (p *Pool) jobAttrs(d *broker.Delivery) []any {

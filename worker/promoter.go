@@ -17,7 +17,7 @@ func (p *Pool) startPromoter(ctx context.Context) <-chan struct{} {
 		close(done)
 		return done
 	}
-	pr, err := delay.NewPromoter(p.d, p.cfg.Queue, &delay.PromoterConfig{Logger: p.cfg.Logger})
+	pr, err := delay.NewPromoter(p.d, p.cfg.Queue, &delay.PromoterConfig{Logger: p.cfg.Logger, OnPromote: p.cfg.OnPromote})
 	if err != nil {
 		p.cfg.Logger.LogAttrs(ctx, slog.LevelError, "worker: no promoter: delayed jobs wait for another process's",
 			slog.String("queue", p.cfg.Queue), slog.String("error", err.Error()))

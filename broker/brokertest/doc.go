@@ -35,9 +35,12 @@
 // DelayedEnqueue, TimerCancel,
 // TimerCancelAfterPromotion, TimerReschedule, TimerDuplicateID,
 // TimerPendingPages, TimerPromoteOnce, TimerNeverEarly, TimerRetryClash,
-// TimerWake, CronFireOnce, UnsupportedOperations, NoKeysLeft,
-// HostileQueueNames, InvalidMessages, Check) and is skipped, saying why,
-// when the driver's Capabilities do not call for it. A driver is correct when
+// TimerWake, CronFireOnce, InspectQueues, InspectSizes, InspectListJobs,
+// InspectFindJob, InspectPurge, InspectHostileQueueNames,
+// UnsupportedOperations, NoKeysLeft, HostileQueueNames, InvalidMessages,
+// Check) and is skipped, saying why, when the driver's Capabilities do not
+// call for it or (the Inspect tests) it does not implement the optional
+// broker.Inspector. A driver is correct when
 // the suite passes; a change of driver semantics extends this suite, not one
 // driver's tests.
 //
@@ -45,7 +48,14 @@
 //
 //   - Every key it stores starts with "<prefix>:", and every key of a queue
 //     is "<prefix>:{<queue>}:<part>" (NoKeysLeft and HostileQueueNames scan
-//     the prefix).
+//     the prefix). Two kinds of key may outlive a drained queue: the queue
+//     registry "<prefix>:queues" and a queue's counters
+//     "<prefix>:{<queue>}:stats" (internal/redistest.Bookkeeping).
+//   - A driver that implements broker.Inspector (and has AtLeastOnce,
+//     Delay and Discard) is held to it by the Inspect tests: Queues lists
+//     the queues it enqueued to or opened, QueueSizes counts every state
+//     and the processed and failed counters, ListJobs pages ready jobs in
+//     the order Fetch hands them out.
 //   - With Capabilities.Discard, the discard queue is the key
 //     "<prefix>:{<queue>}:dead" whose records read
 //     "d1,<unix ms>,<len(reason)>:<reason><message>", the message in

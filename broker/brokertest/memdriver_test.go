@@ -34,6 +34,7 @@ type memDriver struct {
 	mu       sync.Mutex
 	dmu      sync.Mutex // orders changes to the discard keys (memdiscards_test.go)
 	queues   map[string]*memQueue
+	known    map[string]bool // the queue registry (meminspect_test.go)
 	tokens   atomic.Int64
 	receipts atomic.Int64
 }
@@ -46,6 +47,8 @@ type memQueue struct {
 	watchers map[chan struct{}]bool
 	fires    map[string]memFire   // cron series -> last fire
 	unique   map[string]time.Time // unique key -> when it is free again
+	// processed and failed are the Inspector's counters.
+	processed, failed int64
 }
 
 type memEntry struct {
@@ -65,7 +68,7 @@ type memFire struct {
 }
 
 func newMemDriver(rdb redis.UniversalClient, prefix, mutant string) *memDriver {
-	return &memDriver{prefix: prefix, rdb: rdb, mutant: mutant, queues: map[string]*memQueue{}}
+	return &memDriver{prefix: prefix, rdb: rdb, mutant: mutant, queues: map[string]*memQueue{}, known: map[string]bool{}}
 }
 
 func (d *memDriver) Capabilities() broker.Capabilities {
@@ -169,6 +172,7 @@ func (d *memDriver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 			e.msg.Headers = nil
 		}
 		q := d.queue(m.Queue)
+		d.known[m.Queue] = true
 		due := dueMs(m.RunAt)
 		later := due > now.UnixMilli() && d.mutant != "ignorerunat"
 		if later && q.timers[m.ID] != nil && d.mutant != "duplicateoverwrites" {
@@ -210,6 +214,11 @@ func (d *memDriver) Open(ctx context.Context, queue string, opts *broker.Consume
 		if err := broker.ValidateQueue(queue); err != nil {
 			return nil, err
 		}
+	}
+	if d.mutant != "noregistry" {
+		d.mu.Lock()
+		d.known[queue] = true
+		d.mu.Unlock()
 	}
 	if d.mutant == "leakkey" {
 		if err := d.rdb.Set(ctx, keys.Queue(d.prefix, queue).Part("consumers"), 1, 0).Err(); err != nil {
@@ -331,6 +340,9 @@ func (c *memConsumer) settle(ds []*broker.Delivery, f func(q *memQueue, e *memEn
 func (c *memConsumer) Ack(ctx context.Context, ds ...*broker.Delivery) error {
 	return c.settle(ds, func(q *memQueue, e *memEntry, _ *broker.Delivery, _ time.Time) {
 		delete(q.inflight, e.receipt)
+		if c.d.mutant != "nocounters" {
+			q.processed++
+		}
 	})
 }
 
@@ -347,6 +359,9 @@ func (c *memConsumer) requeueAt(dl *broker.Delivery, at time.Time, count bool) e
 		delete(q.inflight, e.receipt)
 		if count {
 			e.msg.Attempt++
+		}
+		if count || c.d.mutant == "postponefails" {
+			q.failed++
 		}
 		if due := dueMs(at); due > now.UnixMilli() && c.d.mutant != "ignorerunat" {
 			if id := c.d.freeTimerID(q, e.msg.ID); id != "" {
@@ -374,6 +389,7 @@ func (c *memConsumer) Discard(ctx context.Context, dl *broker.Delivery, reason s
 		if c.d.mutant != "discardkeeps" {
 			delete(q.inflight, e.receipt)
 		}
+		q.failed++
 		rec = fmt.Appendf(nil, "d1,%d,%d:%s", now.UnixMilli(), len(reason), reason)
 		rec = append(rec, codec.Encode(&e.msg, 0)...)
 	})
@@ -519,10 +535,14 @@ func (d *memDriver) Promote(ctx context.Context, queue string, most int) (broker
 	}
 	most = min(most, 1000)
 	n := 0
+	var late time.Duration
 	for _, id := range d.sortedTimers(q) {
 		e := q.timers[id]
 		if n == most || e.due > dueBy {
 			break
+		}
+		if n == 0 {
+			late = max(0, now.Sub(time.UnixMilli(e.due)))
 		}
 		n++
 		if d.mutant == "promotetwice" && !e.promoted {
@@ -536,7 +556,7 @@ func (d *memDriver) Promote(ctx context.Context, queue string, most int) (broker
 	if n > 0 {
 		q.notify()
 	}
-	p := broker.Promotion{Promoted: n, Next: -1}
+	p := broker.Promotion{Promoted: n, Next: -1, Late: late}
 	if head, ok := q.head(); ok {
 		p.Next = max(0, time.UnixMilli(head).Sub(now))
 	}

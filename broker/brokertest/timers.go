@@ -616,3 +616,41 @@ func testTimerWake(t *testing.T, e *env) {
 	}
 	closeClean(t, e, nil)
 }
+
+// testTimerLate proves Promotion.Late: a call that promotes nothing reports
+// 0; a call that promotes timers overdue by at least a known margin reports
+// how late the earliest of them was, by the server's clock.
+func testTimerLate(t *testing.T, e *env) {
+	const q, overdue = "timer-late", 300 * time.Millisecond
+	tm := timersOf(t, e.d)
+	ctx := Context(t, 30*time.Second)
+	first := NewMessage(q, 0)
+	first.RunAt = time.Now().Add(timerLead / 2)
+	second := NewMessage(q, 1)
+	second.RunAt = first.RunAt.Add(100 * time.Millisecond)
+	Enqueue(t, e.d, first, second)
+	p, err := tm.Promote(ctx, q, 10)
+	if err != nil {
+		t.Fatalf("Promote: %v", err)
+	}
+	if p.Promoted != 0 || p.Late != 0 {
+		t.Fatalf("Promote before any is due = %+v, want nothing promoted and Late 0", p)
+	}
+	// Let both become overdue: the earliest by at least overdue+100ms.
+	if !sleepCtx(ctx, time.Until(second.RunAt.Add(overdue))) {
+		t.Fatal("deadline before the timers were due")
+	}
+	start := time.Now()
+	p, err = tm.Promote(ctx, q, 10)
+	if err != nil {
+		t.Fatalf("Promote: %v", err)
+	}
+	if p.Promoted != 2 {
+		t.Fatalf("Promote moved %d timers, want 2", p.Promoted)
+	}
+	lower := overdue + 100*time.Millisecond - clockSlack
+	upper := time.Since(first.RunAt) + clockSlack
+	if p.Late < lower || p.Late > upper {
+		t.Fatalf("Late = %v, want the earliest timer's lateness, in [%v, %v] (call took %v)", p.Late, lower, upper, time.Since(start))
+	}
+}

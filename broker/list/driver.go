@@ -13,6 +13,7 @@ import (
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/discards"
 	"github.com/conveyorq/conveyor/internal/keys"
+	"github.com/conveyorq/conveyor/internal/registry"
 	"github.com/conveyorq/conveyor/internal/timers"
 )
 
@@ -28,6 +29,9 @@ type Driver struct {
 	// without bound.
 	keyCache sync.Map // string -> *queueKeys
 	keyCount atomic.Int64
+	// reg remembers the queues this driver added to the registry, so that
+	// only a queue's first enqueue or Open sends the SADD.
+	reg *registry.Registry
 
 	*timers.Methods  // broker.Timers, see timers.go
 	*discards.Keeper // broker.Discards, see discards.go
@@ -44,7 +48,7 @@ func New(client redis.UniversalClient, cfg *Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Driver{client: client, cfg: c, log: c.Logger}
+	d := &Driver{client: client, cfg: c, log: c.Logger, reg: registry.New(c.Prefix)}
 	d.Methods = d.timerMethods()
 	d.Keeper = d.discardKeeper()
 	return d, nil
@@ -55,7 +59,8 @@ func (d *Driver) Capabilities() broker.Capabilities {
 	return broker.Capabilities{AtLeastOnce: true, FIFO: true, Delay: true, Extend: true, Discard: true}
 }
 
-// Open returns a consumer of queue. It does no I/O.
+// Open returns a consumer of queue. Its only I/O is adding queue to the
+// registry (one SADD) the first time this driver opens or enqueues to it.
 func (d *Driver) Open(ctx context.Context, queue string, opts *broker.ConsumerOptions) (broker.Consumer, error) {
 	if err := broker.ValidateQueue(queue); err != nil {
 		return nil, fmt.Errorf("list: open: %w", err)
@@ -63,6 +68,9 @@ func (d *Driver) Open(ctx context.Context, queue string, opts *broker.ConsumerOp
 	vt := opts.VisibilityTimeoutOrDefault()
 	if vt < time.Millisecond {
 		return nil, fmt.Errorf("list: open: visibility timeout %v is under 1ms", vt)
+	}
+	if err := d.reg.Ensure(ctx, d.client, queue); err != nil {
+		return nil, fmt.Errorf("list: open: %w", err)
 	}
 	return newConsumer(d, queue, vt), nil
 }
@@ -86,10 +94,10 @@ func (d *Driver) keys(queue string) *queueKeys {
 // queueKeys holds the keys of one queue, and the KEYS list of each script,
 // built once (go-redis copies them into each command).
 type queueKeys struct {
-	ready, lease, delayed, dead, dropped, expired string
-	timers                                        timers.Keys
-	discards                                      discards.Keys
-	promoteTo                                     timers.Target
+	ready, lease, delayed, dead, dropped, expired, stats string
+	timers                                               timers.Keys
+	discards                                             discards.Keys
+	promoteTo                                            timers.Target
 
 	enqueue, fetch, ack, retry, release, discard, extend, reap []string
 }
@@ -100,6 +108,7 @@ func newQueueKeys(prefix, queue string) *queueKeys {
 	k := &queueKeys{
 		ready:    q.Part("ready"),
 		lease:    q.Part("lease"),
+		stats:    q.Part("stats"),
 		timers:   timers.QueueKeys(prefix, queue),
 		discards: discards.QueueKeys(prefix, queue),
 	}
@@ -108,10 +117,10 @@ func newQueueKeys(prefix, queue string) *queueKeys {
 	k.promoteTo = timers.Target{Key: k.ready}
 	k.enqueue = []string{k.ready, k.delayed, k.lease, k.timers.Timers}
 	k.fetch = []string{k.ready, k.lease, k.dead, k.dropped, k.expired}
-	k.ack = []string{k.lease}
-	k.retry = []string{k.ready, k.lease, k.delayed, k.timers.Timers}
+	k.ack = []string{k.lease, k.stats}
+	k.retry = []string{k.ready, k.lease, k.delayed, k.timers.Timers, k.stats}
 	k.release = []string{k.ready, k.lease}
-	k.discard = []string{k.lease, k.dead, k.dropped, k.expired}
+	k.discard = []string{k.lease, k.dead, k.dropped, k.expired, k.stats}
 	k.extend = []string{k.lease}
 	k.reap = []string{k.ready, k.lease, k.dead, k.dropped, k.expired}
 	return k

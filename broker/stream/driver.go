@@ -10,6 +10,7 @@ import (
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/discards"
 	"github.com/conveyorq/conveyor/internal/keys"
+	"github.com/conveyorq/conveyor/internal/registry"
 	"github.com/conveyorq/conveyor/internal/timers"
 )
 
@@ -18,6 +19,9 @@ import (
 type Driver struct {
 	rdb redis.UniversalClient
 	cfg Config
+	// reg remembers the queues this driver added to the registry, so that
+	// only a queue's first enqueue or Open sends the SADD.
+	reg *registry.Registry
 
 	reclaimed      atomic.Int64
 	deletedPending atomic.Int64
@@ -40,7 +44,7 @@ func New(rdb redis.UniversalClient, cfg *Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Driver{rdb: rdb, cfg: c}
+	d := &Driver{rdb: rdb, cfg: c, reg: registry.New(c.Prefix)}
 	d.Methods = d.timerMethods()
 	d.Keeper = d.discardKeeper()
 	return d, nil
@@ -57,12 +61,17 @@ func (d *Driver) Capabilities() broker.Capabilities {
 	}
 }
 
-// Open returns a consumer of queue with a name of its own in the group.
+// Open returns a consumer of queue with a name of its own in the group. Its
+// only I/O is adding queue to the registry (one SADD) the first time this
+// driver opens or enqueues to it.
 func (d *Driver) Open(ctx context.Context, queue string, opts *broker.ConsumerOptions) (broker.Consumer, error) {
 	if err := broker.ValidateQueue(queue); err != nil {
 		return nil, fmt.Errorf("stream: open: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("stream: open: %w", err)
+	}
+	if err := d.reg.Ensure(ctx, d.rdb, queue); err != nil {
 		return nil, fmt.Errorf("stream: open: %w", err)
 	}
 	return newConsumer(d, queue, opts), nil
@@ -101,14 +110,15 @@ func (d *Driver) Stats() Stats {
 
 // queueKeys holds the keys of one queue.
 type queueKeys struct {
-	stream, delayed, dead, deadDropped, deadExpired string
-	timers                                          timers.Keys
-	discards                                        discards.Keys
+	stream, delayed, dead, deadDropped, deadExpired, stats string
+	timers                                                 timers.Keys
+	discards                                               discards.Keys
 }
 
 func (d *Driver) keys(queue string) queueKeys {
 	k := keys.Queue(d.cfg.Prefix, queue)
 	t := timers.QueueKeys(d.cfg.Prefix, queue)
 	dk := discards.QueueKeys(d.cfg.Prefix, queue)
-	return queueKeys{stream: k.Part("stream"), delayed: t.Delayed, dead: dk.Dead, deadDropped: dk.Dropped, deadExpired: dk.Expired, timers: t, discards: dk}
+	return queueKeys{stream: k.Part("stream"), delayed: t.Delayed, dead: dk.Dead, deadDropped: dk.Dropped, deadExpired: dk.Expired,
+		stats: k.Part("stats"), timers: t, discards: dk}
 }

@@ -128,11 +128,16 @@ type Call struct {
 // RunPipelined runs the script once per call, all in one round trip, by
 // SHA; calls the server had no script for (NOSCRIPT: a restart, SCRIPT FLUSH)
 // are sent once more with the script's text. Each call gets its own reply
-// or error (mapped as Run maps them).
-func (s *Script) RunPipelined(ctx context.Context, c redis.UniversalClient, calls []*Call) {
+// or error (mapped as Run maps them). Each of also queues commands of its
+// own on the same round trip (a driver registering the queues it writes
+// to); they are sent once and read by whoever queued them.
+func (s *Script) RunPipelined(ctx context.Context, c redis.UniversalClient, calls []*Call, also ...func(redis.Pipeliner)) {
 	pipe := c.Pipeline()
 	for _, call := range calls {
 		call.cmd = s.s.EvalSha(ctx, pipe, call.Keys, call.Args...)
+	}
+	for _, f := range also {
+		f(pipe)
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per call below
 	var missing []*Call

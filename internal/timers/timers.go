@@ -120,12 +120,13 @@ func Promote(ctx context.Context, rdb redis.Scripter, k Keys, to Target, max int
 		return broker.Promotion{}, fmt.Errorf("promote %q: %w", k.Queue, err)
 	}
 	r, ok := v.([]any)
-	if !ok || len(r) != 2 {
+	if !ok || len(r) != 3 {
 		return broker.Promotion{}, fmt.Errorf("promote %q: unexpected reply %v", k.Queue, v)
 	}
 	n, _ := r[0].(int64)
 	next, _ := r[1].(int64)
-	p := broker.Promotion{Promoted: int(n), Next: -1}
+	late, _ := r[2].(int64)
+	p := broker.Promotion{Promoted: int(n), Next: -1, Late: time.Duration(late) * time.Microsecond}
 	if next >= 0 {
 		p.Next = time.Duration(next) * time.Microsecond
 	}

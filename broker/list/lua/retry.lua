@@ -3,12 +3,14 @@
 -- lib.lua). Consumer.Retry counts one, Consumer.Postpone none.
 -- Due now or earlier: the back of ready; later: a timer under the message's
 -- ID (or a free variant of it, see timer_free), which wakes the promoters
--- when it is the earliest. Fenced like ack.lua.
+-- when it is the earliest. Fenced like ack.lua. A retry (ARGV[4] > 0) is a
+-- failed handler run: the queue's stats HASH counts it (field failed).
 --
 -- KEYS[1] <prefix>:{<queue>}:ready    LIST of stored messages
 -- KEYS[2] <prefix>:{<queue>}:lease    ZSET stored message in flight, score = lease deadline (unix ms)
 -- KEYS[3] <prefix>:{<queue>}:delayed  ZSET timer ID, score = due time (unix ms)
 -- KEYS[4] <prefix>:{<queue>}:timers   HASH timer ID -> stored message
+-- KEYS[5] <prefix>:{<queue>}:stats    HASH processed, failed: cumulative counters
 -- ARGV[1] stored message (the delivery's receipt)
 -- ARGV[2] token (deliveries as a decimal string)
 -- ARGV[3] run-at, unix ms
@@ -22,7 +24,11 @@ local d, a, r, id, tail = parse(v)
 if not d or d ~= ARGV[2] or redis.call('ZREM', lease, v) == 0 then
   return 'LEASE_LOST'
 end
-v = build(d + 1, a + tonumber(ARGV[4]), r, tail)
+local inc = tonumber(ARGV[4])
+v = build(d + 1, a + inc, r, tail)
+if inc > 0 then
+  redis.call('HINCRBY', KEYS[5], 'failed', 1)
+end
 local tid
 if at > now_ms() then
   tid = timer_free(delayed, id)

@@ -9,12 +9,16 @@
 -- message's recoveries include this entry's crash recoveries (delivery
 -- count - 1). An
 -- entry deleted while pending is reported as LEASE_LOST, as in requeue.lua.
--- Like ack.lua, an empty stream with nothing pending is deleted.
+-- Like ack.lua, an empty stream with nothing pending is deleted. A discard
+-- ends a failed handler run: the queue's stats HASH counts it (field
+-- failed); poison discards (fetch.lua) are crash recoveries and are not
+-- counted.
 --
 -- KEYS[1]  <prefix>:{<queue>}:stream   STREAM with the consumer group ARGV[1]
 -- KEYS[2]  <prefix>:{<queue>}:dead     LIST of discard records, newest first
 -- KEYS[3]  <prefix>:{<queue>}:dead_dropped  STRING count of records the cap trimmed
 -- KEYS[4]  <prefix>:{<queue>}:dead_expired  STRING count of records the age limit trimmed
+-- KEYS[5]  <prefix>:{<queue>}:stats    HASH processed, failed: cumulative counters
 -- ARGV[1]  consumer group name
 -- ARGV[2]  consumer name
 -- ARGV[3]  entry ID
@@ -57,6 +61,7 @@ redis.call('XDEL', stream, id)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 discard_push(discard_list(dead, KEYS[3], KEYS[4], ARGV[6], ARGV[7]), now, ARGV[5], m)
+redis.call('HINCRBY', KEYS[5], 'failed', 1)
 
 if redis.call('XLEN', stream) == 0 and redis.call('XPENDING', stream, group)[1] == 0 then
   redis.call('DEL', stream)

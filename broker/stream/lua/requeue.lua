@@ -16,6 +16,9 @@
 -- KEYS[1]  <prefix>:{<queue>}:stream   STREAM with the consumer group ARGV[1]
 -- KEYS[2]  <prefix>:{<queue>}:delayed  ZSET timer ID, score = due time (unix ms)
 -- KEYS[3]  <prefix>:{<queue>}:timers   HASH timer ID -> encoded message
+-- KEYS[4]  <prefix>:{<queue>}:stats    HASH processed, failed: cumulative
+--          counters; a retry (ARGV[3] > 0) is a failed handler run, counted
+--          in failed (a postpone or a release is not)
 -- ARGV[1]  consumer group name
 -- ARGV[2]  consumer name
 -- ARGV[3]  attempt increment: 1 for a retry, 0 for a postpone or a release
@@ -39,6 +42,7 @@ end
 local now = now_ms()
 
 local deleted = false
+local requeued = 0
 for i = 4, #ARGV, 3 do
   local id = ARGV[i]
   local status = 'LEASE_LOST'
@@ -81,9 +85,13 @@ for i = 4, #ARGV, 3 do
         redis.call('XADD', stream, '*', 'm', m)
       end
       status = 'OK'
+      requeued = requeued + 1
     end
   end
   out[#out + 1] = status
+end
+if inc > 0 and requeued > 0 then
+  redis.call('HINCRBY', KEYS[4], 'failed', requeued)
 end
 
 if deleted and redis.call('XLEN', stream) == 0 and redis.call('XPENDING', stream, group)[1] == 0 then

@@ -12,8 +12,10 @@
 -- ARGV[1] max timers to promote, >= 1
 -- ARGV[2] "list" or "stream"
 -- ARGV[3] consumer group name (stream only)
--- Reply: {promoted, next}: next is the time until the next timer is due in
--- microseconds (0 when more are due now), -1 when no timer is pending.
+-- Reply: {promoted, next, late}: next is the time until the next timer is
+-- due in microseconds (0 when more are due now), -1 when no timer is
+-- pending; late is how late the earliest timer this call promoted was, in
+-- microseconds (0 when it promoted none).
 -- Bounded: ARGV[1] timers per call.
 
 local delayed, timers, target = KEYS[1], KEYS[2], KEYS[3]
@@ -23,7 +25,9 @@ local now = math.floor(now_us / 1000)
 
 local ids = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
 local n = 0
+local late = 0
 if #ids > 0 then
+  late = math.max(0, now_us - tonumber(redis.call('ZSCORE', delayed, ids[1])) * 1000)
   local vs = {}
   for i = 1, #ids, CHUNK do
     local part = redis.call('HMGET', timers, unpack(ids, i, math.min(i + CHUNK - 1, #ids)))
@@ -55,4 +59,4 @@ local head = timer_head(delayed)
 if head then
   nxt = math.max(0, head * 1000 - now_us)
 end
-return {n, nxt}
+return {n, nxt, late}

@@ -1,0 +1,323 @@
+package conveyor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/conveyorq/conveyor/broker"
+)
+
+// ErrJobNotFound is returned by Inspector.Job when no job of the queue has
+// the ID in the states searched.
+var ErrJobNotFound = errors.New("conveyor: job not found")
+
+// JobState is where a job of a queue is: JobReady, JobInFlight, JobDelayed
+// or JobDiscarded (broker.JobState).
+type JobState = broker.JobState
+
+// The states of a job.
+const (
+	JobReady     = broker.JobReady
+	JobInFlight  = broker.JobInFlight
+	JobDelayed   = broker.JobDelayed
+	JobDiscarded = broker.JobDiscarded
+)
+
+// JobInfo is one job as the Inspector found it (broker.JobInfo).
+type JobInfo = broker.JobInfo
+
+// QueueSizes are the figures of one queue, read together: its jobs per
+// state, its throughput counters and its discard queue's figures
+// (broker.QueueSizes).
+type QueueSizes = broker.QueueSizes
+
+// InspectorConfig configures an Inspector. The zero value is valid.
+type InspectorConfig struct {
+	// DefaultLimit is the page size of Jobs when ListOptions.Limit is 0,
+	// at most broker.MaxInspectPage (1,000). Defaults to 100.
+	DefaultLimit int
+}
+
+// ListOptions choose a page of Inspector.Jobs. A nil *ListOptions means the
+// first page of the default size.
+type ListOptions struct {
+	// Offset is the position of the page's first job in the state's order.
+	// Defaults to 0.
+	Offset int
+	// Limit caps the jobs of the page, 1 to broker.MaxInspectPage (1,000).
+	// Defaults to InspectorConfig.DefaultLimit.
+	Limit int
+}
+
+// JobPage is one page of a queue's jobs in one state.
+type JobPage struct {
+	// Jobs are the page's jobs, in the state's order (see JobState).
+	Jobs []*JobInfo
+	// Total is how many jobs the state held when the page was read.
+	Total int64
+	// Offset and Limit are those the page was read with.
+	Offset, Limit int
+}
+
+// Next returns the offset of the page after p; ok is false when p reached
+// the end of the state.
+func (p *JobPage) Next() (offset int, ok bool) {
+	next := p.Offset + len(p.Jobs)
+	return next, len(p.Jobs) > 0 && int64(next) < p.Total
+}
+
+// Inspector reads and repairs the queues of a durable driver (list,
+// stream): the queues and their sizes, the jobs of each state page by page,
+// a job by ID, re-drive of discarded jobs, cancel of timers, purge. The CLI
+// and the dashboard are thin layers over it. It is safe for concurrent use.
+//
+// Every per-queue read goes straight to the queue's keys: no KEYS, no SCAN.
+// docs/inspector.md says what each call costs.
+type Inspector struct {
+	d     broker.Driver
+	x     broker.Inspector
+	limit int
+}
+
+// NewInspector returns an inspector of d's queues. A driver that stores no
+// queues (pubsub) has nothing to inspect: NewInspector fails with an error
+// wrapping ErrUnsupported.
+func NewInspector(d broker.Driver, cfg *InspectorConfig) (*Inspector, error) {
+	if d == nil {
+		return nil, errors.New("conveyor: NewInspector: nil driver")
+	}
+	x, ok := d.(broker.Inspector)
+	if !ok {
+		return nil, fmt.Errorf("conveyor: NewInspector: driver %T keeps no queues to inspect: %w", d, broker.ErrUnsupported)
+	}
+	var c InspectorConfig
+	if cfg != nil {
+		c = *cfg
+	}
+	switch {
+	case c.DefaultLimit == 0:
+		c.DefaultLimit = 100
+	case c.DefaultLimit < 0 || c.DefaultLimit > broker.MaxInspectPage:
+		return nil, fmt.Errorf("conveyor: NewInspector: DefaultLimit %d: want 1 to %d", c.DefaultLimit, broker.MaxInspectPage)
+	}
+	return &Inspector{d: d, x: x, limit: c.DefaultLimit}, nil
+}
+
+// checkQueue validates a queue name for op.
+func checkQueue(op, queue string) error {
+	if err := broker.ValidateQueue(queue); err != nil {
+		return fmt.Errorf("conveyor: inspector: %s: %w", op, err)
+	}
+	return nil
+}
+
+// checkState validates a job state for op.
+func checkState(op string, s JobState) error {
+	if !s.Valid() {
+		return fmt.Errorf("conveyor: inspector: %s: %v is not a job state: want ready, in_flight, delayed or discarded", op, s)
+	}
+	return nil
+}
+
+// Queues returns the names of the queues known under the driver's prefix,
+// sorted: every queue a process enqueued to or consumed since this
+// version. One round trip.
+func (i *Inspector) Queues(ctx context.Context) ([]string, error) {
+	qs, err := i.x.Queues(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("conveyor: inspector: queues: %w", err)
+	}
+	return qs, nil
+}
+
+// Queue returns the figures of queue: its jobs per state, its processed and
+// failed counters and its discard queue's figures, read atomically in one
+// round trip. A queue never used has all zeros.
+func (i *Inspector) Queue(ctx context.Context, queue string) (*QueueSizes, error) {
+	if err := checkQueue("queue", queue); err != nil {
+		return nil, err
+	}
+	s, err := i.x.QueueSizes(ctx, queue)
+	if err != nil {
+		return nil, fmt.Errorf("conveyor: inspector: queue %q: %w", queue, err)
+	}
+	if len(s) != 1 {
+		return nil, fmt.Errorf("conveyor: inspector: queue %q: driver returned %d sizes", queue, len(s))
+	}
+	return &s[0], nil
+}
+
+// AllQueues returns the figures of every known queue, sorted by name: two
+// round trips however many queues there are (the registry, then one
+// pipeline of one script call per queue).
+func (i *Inspector) AllQueues(ctx context.Context) ([]*QueueSizes, error) {
+	qs, err := i.Queues(ctx)
+	if err != nil || len(qs) == 0 {
+		return nil, err
+	}
+	s, err := i.x.QueueSizes(ctx, qs...)
+	if err != nil {
+		return nil, fmt.Errorf("conveyor: inspector: queue sizes: %w", err)
+	}
+	out := make([]*QueueSizes, len(s))
+	for k := range s {
+		out[k] = &s[k]
+	}
+	return out, nil
+}
+
+// Jobs returns a page of queue's jobs in state. The order is the state's
+// own: ready jobs next-to-run first, in-flight jobs earliest lease deadline
+// first (list driver) or oldest entry first (stream driver), delayed jobs
+// earliest due first, discarded jobs newest first.
+func (i *Inspector) Jobs(ctx context.Context, queue string, state JobState, opts *ListOptions) (*JobPage, error) {
+	if err := checkQueue("jobs", queue); err != nil {
+		return nil, err
+	}
+	if err := checkState("jobs", state); err != nil {
+		return nil, err
+	}
+	var o ListOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Limit == 0 {
+		o.Limit = i.limit
+	}
+	if o.Offset < 0 {
+		return nil, fmt.Errorf("conveyor: inspector: jobs: offset %d is negative", o.Offset)
+	}
+	if o.Limit < 1 || o.Limit > broker.MaxInspectPage {
+		return nil, fmt.Errorf("conveyor: inspector: jobs: limit %d: want 1 to %d", o.Limit, broker.MaxInspectPage)
+	}
+	js, total, err := i.x.ListJobs(ctx, queue, state, o.Offset, o.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("conveyor: inspector: %v jobs of %q: %w", state, queue, err)
+	}
+	return &JobPage{Jobs: js, Total: total, Offset: o.Offset, Limit: o.Limit}, nil
+}
+
+// searchOrder is Job's default: every state, cheapest first. Delayed is
+// O(1); in flight holds as many jobs as run at once; discarded at most the
+// discard cap; ready the whole backlog.
+var searchOrder = [...]JobState{JobDelayed, JobInFlight, JobDiscarded, JobReady}
+
+// Job returns the job id of queue, searching states in the order given,
+// by default every state, cheapest first: delayed, in flight, discarded,
+// ready. It fails with ErrJobNotFound when no state holds the job. A job
+// that moves between states while the search runs may be missed; an ID in
+// two states (a discard record of an earlier run and a new job with the
+// same business key) is found in the first searched.
+func (i *Inspector) Job(ctx context.Context, queue, id string, states ...JobState) (*JobInfo, error) {
+	if err := checkQueue("job", queue); err != nil {
+		return nil, err
+	}
+	if len(states) == 0 {
+		states = searchOrder[:]
+	}
+	for _, s := range states {
+		if err := checkState("job", s); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range states {
+		j, err := i.x.FindJob(ctx, queue, s, id)
+		if err != nil {
+			return nil, fmt.Errorf("conveyor: inspector: job %q of %q: %w", id, queue, err)
+		}
+		if j != nil {
+			return j, nil
+		}
+	}
+	return nil, fmt.Errorf("conveyor: inspector: job %q of %q: %w", id, queue, ErrJobNotFound)
+}
+
+// Redrive moves the discarded jobs of queue that f selects (its zero value:
+// all), oldest first, up to max of them (0: all), back to the queue to run
+// again at once with their attempts reset, and reports how many it moved
+// (broker.Discards.Redrive).
+func (i *Inspector) Redrive(ctx context.Context, queue string, f broker.DiscardFilter, max int) (int, error) {
+	if err := checkQueue("redrive", queue); err != nil {
+		return 0, err
+	}
+	if max < 0 {
+		return 0, fmt.Errorf("conveyor: inspector: redrive: max %d is negative", max)
+	}
+	x, err := i.discards("redrive")
+	if err != nil {
+		return 0, err
+	}
+	n, err := x.Redrive(ctx, queue, f, max)
+	if err != nil {
+		return n, fmt.Errorf("conveyor: inspector: redrive %q: %w", queue, err)
+	}
+	return n, nil
+}
+
+// Cancel removes the pending timer id of queue (a delayed job, or a retry
+// waiting under its job's ID) and reports whether it was still pending; of
+// a cancel and the timer's promotion exactly one wins.
+func (i *Inspector) Cancel(ctx context.Context, queue, id string) (bool, error) {
+	if err := checkQueue("cancel", queue); err != nil {
+		return false, err
+	}
+	t, ok := i.d.(broker.Timers)
+	if !ok || !i.d.Capabilities().Delay {
+		return false, fmt.Errorf("conveyor: inspector: cancel: driver %T has no timers: %w", i.d, broker.ErrUnsupported)
+	}
+	pending, err := t.Cancel(ctx, queue, id)
+	if err != nil {
+		return false, fmt.Errorf("conveyor: inspector: cancel %q of %q: %w", id, queue, err)
+	}
+	return pending, nil
+}
+
+// Purge deletes up to max jobs of queue in state (0: all the state held when
+// the call began) and reports how many it deleted: ready jobs next-to-run
+// first, delayed jobs earliest due first, discarded jobs oldest first.
+// In-flight jobs cannot be purged: they are leased to workers, whose
+// settles are fenced; wait for them to settle, or for their leases to run
+// out and purge them from ready.
+func (i *Inspector) Purge(ctx context.Context, queue string, state JobState, max int) (int, error) {
+	if err := checkQueue("purge", queue); err != nil {
+		return 0, err
+	}
+	if err := checkState("purge", state); err != nil {
+		return 0, err
+	}
+	if max < 0 {
+		return 0, fmt.Errorf("conveyor: inspector: purge: max %d is negative", max)
+	}
+	var (
+		n   int
+		err error
+	)
+	switch state {
+	case JobReady:
+		n, err = i.x.PurgeReady(ctx, queue, max)
+	case JobDelayed:
+		n, err = i.x.PurgeDelayed(ctx, queue, max)
+	case JobDiscarded:
+		var x broker.Discards
+		if x, err = i.discards("purge"); err != nil {
+			return 0, err
+		}
+		n, err = x.PurgeDiscarded(ctx, queue, broker.DiscardFilter{}, max)
+	case JobInFlight:
+		return 0, errors.New("conveyor: inspector: purge: in-flight jobs cannot be purged: they are leased to workers; " +
+			"wait for them to settle, or for their leases to run out and purge them as ready jobs")
+	}
+	if err != nil {
+		return n, fmt.Errorf("conveyor: inspector: purge %v jobs of %q: %w", state, queue, err)
+	}
+	return n, nil
+}
+
+func (i *Inspector) discards(op string) (broker.Discards, error) {
+	x, ok := i.d.(broker.Discards)
+	if !ok || !i.d.Capabilities().Discard {
+		return nil, fmt.Errorf("conveyor: inspector: %s: driver %T has no discard queue: %w", op, i.d, broker.ErrUnsupported)
+	}
+	return x, nil
+}

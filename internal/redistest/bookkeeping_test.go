@@ -1,0 +1,22 @@
+package redistest
+
+import "testing"
+
+func TestBookkeeping(t *testing.T) {
+	t.Parallel()
+	for key, want := range map[string]bool{
+		"p:queues":        true,
+		"p:{q}:stats":     true,
+		"p:{a:b}:stats":   true,
+		"p:{q}:ready":     false,
+		"p:{q}:stats:x":   false,
+		"p:{q}:x}:stats":  false, // not a queue's key: braces cannot be in a name
+		"px:queues":       false,
+		"p:queues:x":      false,
+		"other:{q}:stats": false,
+	} {
+		if got := Bookkeeping("p", key); got != want {
+			t.Errorf("Bookkeeping(p, %q) = %v, want %v", key, got, want)
+		}
+	}
+}

@@ -34,9 +34,9 @@ const (
 
 var outcomeNames = [...]string{"", "acked", "retried", "postponed", "discarded", "released", "lease_lost", "unsettled"}
 
-// String returns the outcome's name as logs and metrics use it ("acked",
-// "retried", "postponed", "discarded", "released", "lease_lost",
-// "unsettled").
+// String returns the outcome's name ("acked", "retried", "postponed",
+// "discarded", "released", "lease_lost", "unsettled"), as the span
+// attribute conveyor.job.outcome of contrib/otel carries it.
 func (o Outcome) String() string {
 	if o <= 0 || int(o) >= len(outcomeNames) {
 		return "unknown"

@@ -4,8 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"maps"
+	"strconv"
 	"time"
 
+	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker"
 )
 
@@ -162,6 +164,7 @@ func (c *Cron) fire(ctx context.Context, e *cronEntry, at time.Time) (bool, erro
 	maps.Copy(h, e.Headers)
 	h[HeaderCronName] = e.Name
 	h[HeaderCronFire] = at.Format(time.RFC3339)
+	h[conveyor.HeaderRunAt] = strconv.FormatInt(at.UnixMilli(), 10)
 	m := &broker.Message{
 		ID: FireID(e.Name, at), Kind: e.Kind, Queue: e.Queue, Payload: e.payload, Headers: h,
 		MaxAttempts: e.MaxAttempts, Timeout: e.Timeout, EnqueuedAt: c.cfg.Clock.Now(), RunAt: at,

@@ -66,10 +66,12 @@ type task struct {
 	cancel context.CancelCauseFunc
 	// mu serialises lease extensions of d (the heartbeat and Job.Extend) and
 	// guards released and returned.
-	mu       sync.Mutex
-	released bool // handed back to the queue by the pool
-	returned bool // the handler returned; the pool settles it
-	lost     bool // the heartbeat found the lease lost
+	mu         sync.Mutex
+	released   bool          // handed back to the queue by the pool
+	handedBack chan struct{} // closed when the drain's hand-back returned; releaseErr is then set
+	releaseErr error         // why the hand-back failed (the lease brings the job back)
+	returned   bool          // the handler returned; the pool settles it
+	lost       bool          // the heartbeat found the lease lost
 }
 
 // NewPool returns a pool that runs h on the jobs of cfg.Queue.
@@ -357,6 +359,7 @@ func (p *Pool) drain(cancelHandlers context.CancelCauseFunc) {
 		return
 	case <-grace.C:
 	}
+	handedBack := make(chan struct{})
 	p.mu.Lock()
 	var ds []*broker.Delivery
 	for d, t := range p.running {
@@ -364,6 +367,7 @@ func (p *Pool) drain(cancelHandlers context.CancelCauseFunc) {
 		// A job whose handler returned is being settled; leave it be.
 		if !t.job.Settled() && !t.released && !t.returned {
 			t.released = true
+			t.handedBack = handedBack
 			ds = append(ds, d)
 		}
 		t.mu.Unlock()
@@ -379,6 +383,19 @@ func (p *Pool) drain(cancelHandlers context.CancelCauseFunc) {
 	defer cancel()
 	err := p.cons.Release(ctx, ds...)
 	p.log.Info("shutdown grace over; handed running jobs back", "jobs", len(ds), "error", err)
+	if err != nil {
+		errs := perDelivery(ds, err)
+		p.mu.Lock()
+		for i, d := range ds {
+			if t := p.running[d]; t != nil && errs[i] != nil {
+				t.mu.Lock()
+				t.releaseErr = errs[i]
+				t.mu.Unlock()
+			}
+		}
+		p.mu.Unlock()
+	}
+	close(handedBack) // before waiting for the handlers: they wait for it
 	// Give the cancelled handlers a moment to return, so that Run rarely
 	// returns under their feet; one that ignores its context is left behind.
 	wait := time.NewTimer(handlerExitWait)
@@ -417,6 +434,7 @@ func (p *Pool) run(base context.Context, t *task) {
 	t.mu.Lock()
 	t.returned = true
 	done := t.released || t.job.Settled()
+	handedBack := t.handedBack
 	ack := !done && !lost && err == nil
 	if ack {
 		// Counted under t.mu, where drain looks for returned jobs, so that
@@ -428,7 +446,14 @@ func (p *Pool) run(base context.Context, t *task) {
 	case done:
 		s := t.job.Settlement()
 		if s.Outcome == 0 {
-			s = conveyor.Settlement{Outcome: conveyor.OutcomeReleased}
+			var err error
+			if handedBack != nil {
+				<-handedBack // bounded by the hand-back's 5s timeout
+				t.mu.Lock()
+				err = t.releaseErr
+				t.mu.Unlock()
+			}
+			s = settled(conveyor.Settlement{Outcome: conveyor.OutcomeReleased}, err)
 		}
 		p.finish(t, s)
 	case lost:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/discards"
+	"github.com/conveyorq/conveyor/internal/inspect"
 	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/internal/registry"
 	"github.com/conveyorq/conveyor/internal/timers"
@@ -33,8 +34,9 @@ type Driver struct {
 	// only a queue's first enqueue or Open sends the SADD.
 	reg *registry.Registry
 
-	*timers.Methods  // broker.Timers, see timers.go
-	*discards.Keeper // broker.Discards, see discards.go
+	*timers.Methods    // broker.Timers, see timers.go
+	*discards.Keeper   // broker.Discards, see discards.go
+	*inspect.Inspector // broker.Inspector, see inspect.go
 }
 
 var _ broker.Driver = (*Driver)(nil)
@@ -48,9 +50,10 @@ func New(client redis.UniversalClient, cfg *Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Driver{client: client, cfg: c, log: c.Logger, reg: registry.New(c.Prefix)}
+	d := &Driver{client: client, cfg: c, log: c.Logger, reg: registry.New(c.Prefix, "list", c.Logger)}
 	d.Methods = d.timerMethods()
 	d.Keeper = d.discardKeeper()
+	d.Inspector = d.inspector()
 	return d, nil
 }
 
@@ -60,7 +63,8 @@ func (d *Driver) Capabilities() broker.Capabilities {
 }
 
 // Open returns a consumer of queue. Its only I/O is adding queue to the
-// registry (one SADD) the first time this driver opens or enqueues to it.
+// registry (one SADD) the first time this driver opens or enqueues to it;
+// a failure there is logged, and does not keep the consumer from opening.
 func (d *Driver) Open(ctx context.Context, queue string, opts *broker.ConsumerOptions) (broker.Consumer, error) {
 	if err := broker.ValidateQueue(queue); err != nil {
 		return nil, fmt.Errorf("list: open: %w", err)
@@ -69,9 +73,7 @@ func (d *Driver) Open(ctx context.Context, queue string, opts *broker.ConsumerOp
 	if vt < time.Millisecond {
 		return nil, fmt.Errorf("list: open: visibility timeout %v is under 1ms", vt)
 	}
-	if err := d.reg.Ensure(ctx, d.client, queue); err != nil {
-		return nil, fmt.Errorf("list: open: %w", err)
-	}
+	d.reg.Ensure(ctx, d.client, queue) // a failure is logged: the registry only serves the Inspector
 	return newConsumer(d, queue, vt), nil
 }
 

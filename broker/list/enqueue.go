@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-multierror"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/codec"
+	"github.com/conveyorq/conveyor/internal/registry"
 	"github.com/conveyorq/conveyor/internal/script"
 	"github.com/conveyorq/conveyor/internal/timers"
 )
@@ -37,16 +37,16 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 	if single {
 		// The queue joins the registry on its first enqueue by this driver,
 		// in the same round trip; after that nothing more is sent for it.
-		newQueue := d.reg.Missing(msgs[0].Queue)
+		add := d.reg.Pending(msgs[0].Queue)
 		if d.cfg.MaxLen == 0 && timers.Plain(msgs) {
 			// Nothing to check and nowhere else to go: a plain LPUSH is as
 			// atomic as the script and costs Redis and the round trip less.
-			return d.push(ctx, msgs, now, newQueue)
+			return d.push(ctx, msgs, now, add)
 		}
 		if len(msgs) <= maxEnqueue {
 			q := msgs[0].Queue
 			keys, args := d.enqueueCall(msgs, now)
-			v, err := d.runEnqueue(ctx, keys, args, newQueue)
+			v, err := add.Run(ctx, d.client, enqueueScript, keys, args...)
 			if err != nil {
 				return fmt.Errorf("list: enqueue %q: %w", q, err)
 			}
@@ -57,10 +57,10 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 }
 
 // push LPUSHes msgs, all of one queue, adding the queue to the registry in
-// the same round trip when newQueue names it.
-func (d *Driver) push(ctx context.Context, msgs []*broker.Message, now time.Time, newQueue []string) error {
+// the same round trip when add is not nil.
+func (d *Driver) push(ctx context.Context, msgs []*broker.Message, now time.Time, add *registry.Pending) error {
 	q := msgs[0].Queue
-	if newQueue == nil {
+	if add == nil {
 		if err := d.client.LPush(ctx, d.keys(q).ready, d.values(msgs, now)...).Err(); err != nil {
 			return fmt.Errorf("list: enqueue %q: %w", q, err)
 		}
@@ -68,36 +68,13 @@ func (d *Driver) push(ctx context.Context, msgs []*broker.Message, now time.Time
 	}
 	p := d.client.Pipeline()
 	push := p.LPush(ctx, d.keys(q).ready, d.values(msgs, now)...)
-	reg := d.reg.Add(ctx, p, newQueue)
+	add.Add(ctx, p)
 	_, _ = p.Exec(ctx) // each command's error is read below
 	if err := push.Err(); err != nil {
 		return fmt.Errorf("list: enqueue %q: %w", q, err)
 	}
-	d.registered(ctx, reg, newQueue)
+	add.Done(ctx)
 	return nil
-}
-
-// runEnqueue runs one enqueue.lua call, adding the queue to the registry in
-// the same round trip when newQueue names it.
-func (d *Driver) runEnqueue(ctx context.Context, keys []string, args []any, newQueue []string) (any, error) {
-	if newQueue == nil {
-		return enqueueScript.Run(ctx, d.client, keys, args...)
-	}
-	call := &script.Call{Keys: keys, Args: args}
-	var reg *redis.IntCmd
-	enqueueScript.RunPipelined(ctx, d.client, []*script.Call{call}, func(p redis.Pipeliner) { reg = d.reg.Add(ctx, p, newQueue) })
-	d.registered(ctx, reg, newQueue)
-	return call.Val, call.Err
-}
-
-// registered records the outcome of adding queues to the registry. The
-// messages are stored whatever it was, so a failure is logged, not
-// returned (the caller must not enqueue them again); the next enqueue tries
-// again.
-func (d *Driver) registered(ctx context.Context, cmd *redis.IntCmd, queues []string) {
-	if err := d.reg.Done(cmd, queues); err != nil {
-		d.log.WarnContext(ctx, "list: could not add queues to the registry; Inspector.Queues misses them until a later enqueue adds them", "queues", queues, "err", err)
-	}
 }
 
 // maxEnqueue caps the messages of one enqueue.lua call, so that a big
@@ -122,18 +99,9 @@ func (d *Driver) enqueueMany(ctx context.Context, msgs []*broker.Message, now ti
 			groups = append(groups, g)
 		}
 	}
-	var (
-		newQueues = d.reg.Missing(names...)
-		reg       *redis.IntCmd
-		also      []func(redis.Pipeliner)
-	)
-	if newQueues != nil {
-		also = append(also, func(p redis.Pipeliner) { reg = d.reg.Add(ctx, p, newQueues) })
-	}
-	enqueueScript.RunPipelined(ctx, d.client, calls, also...)
-	if reg != nil {
-		d.registered(ctx, reg, newQueues)
-	}
+	add := d.reg.Pending(names...)
+	enqueueScript.RunPipelined(ctx, d.client, calls, add.Also(ctx)...)
+	add.Done(ctx)
 	var errs *multierror.Error
 	for i, c := range calls {
 		if c.Err != nil {

@@ -81,14 +81,14 @@ func stringBytes(s string) []byte {
 func (c *consumer) discardUndecodable(ctx context.Context, s string, decodeErr error) {
 	h, _, err := codec.ParseHeader([]byte(s))
 	if err != nil {
-		c.d.log.ErrorContext(ctx, "list: fetched a message with an unreadable header", "queue", c.queue, "err", err)
+		c.d.log.ErrorContext(ctx, "list: fetched a message with an unreadable header", "queue", c.queue, "error", err)
 		return
 	}
 	reason := "conveyor: undecodable message: " + decodeErr.Error()
 	d := &broker.Delivery{Message: broker.Message{ID: h.ID, Queue: c.queue}, Receipt: s, Token: strconv.Itoa(h.Deliveries)}
 	if err := c.Discard(ctx, d, reason); err != nil {
-		c.d.log.ErrorContext(ctx, "list: cannot discard an undecodable message", "queue", c.queue, "job_id", h.ID, "err", err)
+		c.d.log.ErrorContext(ctx, "list: cannot discard an undecodable message", "queue", c.queue, "job_id", h.ID, "error", err)
 		return
 	}
-	c.d.log.WarnContext(ctx, "list: discarded an undecodable message", "queue", c.queue, "job_id", h.ID, "err", decodeErr)
+	c.d.log.WarnContext(ctx, "list: discarded an undecodable message", "queue", c.queue, "job_id", h.ID, "error", decodeErr)
 }

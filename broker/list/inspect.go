@@ -3,6 +3,7 @@ package list
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -10,15 +11,18 @@ import (
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/discards"
 	"github.com/conveyorq/conveyor/internal/inspect"
-	"github.com/conveyorq/conveyor/internal/registry"
 	"github.com/conveyorq/conveyor/internal/script"
 	"github.com/conveyorq/conveyor/internal/timers"
 )
 
 // The driver implements broker.Inspector on its keys: ready is the ready
 // LIST, in flight the lease ZSET, delayed the timers (internal/timers),
-// discarded the discard list (internal/discards). docs/inspector.md says
-// what each call costs.
+// discarded the discard list (internal/discards). The embedded
+// internal/inspect Inspector does what the durable drivers do alike; the
+// driver hands it the ready LIST and the lease ZSET. Ready jobs come
+// next-to-run first, in-flight ones earliest lease deadline first; FindJob
+// walks the ready list or the lease ZSET 1,000 messages per script call,
+// O(n) in all. docs/inspector.md says what each call costs.
 var _ broker.Inspector = (*Driver)(nil)
 
 var (
@@ -37,62 +41,31 @@ var (
 	inspectPurgeScript = script.New("list.inspect_purge", inspectPurgeLua)
 )
 
-func (d *Driver) shared() inspect.Shared {
-	return inspect.Shared{Client: d.client, Timers: d.Methods, Discards: d.Keeper}
+// inspector returns internal/inspect's Inspector on the driver's keys.
+func (d *Driver) inspector() *inspect.Inspector {
+	return &inspect.Inspector{
+		Name: "list", Client: d.client, Prefix: d.cfg.Prefix, Timers: d.Methods, Discards: d.Keeper,
+		SizesScript: inspectSizesScript,
+		SizesCall: func(q string, maxAge int64) ([]string, []any) {
+			k := d.keys(q)
+			return []string{k.ready, k.lease, k.delayed, k.dead, k.dropped, k.expired, k.stats}, []any{maxAge}
+		},
+		Page:      d.inspectPage,
+		FindStep:  d.inspectFind,
+		PurgeStep: d.inspectPurge,
+	}
 }
 
-// Queues returns the queues in the registry (<prefix>:queues), sorted: one
-// SMEMBERS.
-func (d *Driver) Queues(ctx context.Context) ([]string, error) {
-	qs, err := registry.Queues(ctx, d.client, d.cfg.Prefix)
-	if err != nil {
-		return nil, fmt.Errorf("list: %w", err)
-	}
-	return qs, nil
-}
-
-// QueueSizes returns the sizes and counters of each queue: one
-// inspect_sizes.lua call per queue, all in one round trip.
-func (d *Driver) QueueSizes(ctx context.Context, queues ...string) ([]broker.QueueSizes, error) {
-	age := d.Keeper.Retention.AgeArg()
-	out, err := inspect.Sizes(ctx, d.client, inspectSizesScript, d.Keeper.Retention, queues, func(q string) ([]string, []any) {
-		k := d.keys(q)
-		return []string{k.ready, k.lease, k.delayed, k.dead, k.dropped, k.expired, k.stats}, []any{age}
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list: %w", err)
-	}
-	return out, nil
-}
-
-// ListJobs returns a page of queue's jobs in state: ready next-to-run
-// first, in flight earliest lease deadline first, delayed earliest due
-// first, discarded newest first.
-func (d *Driver) ListJobs(ctx context.Context, queue string, state broker.JobState, offset, limit int) ([]*broker.JobInfo, int64, error) {
-	const op = "list: list jobs"
-	if err := inspect.CheckQueue(op, queue); err != nil {
-		return nil, 0, err
-	}
-	if err := inspect.CheckState(op, state); err != nil {
-		return nil, 0, err
-	}
-	if err := inspect.CheckPage(op, offset, limit); err != nil {
-		return nil, 0, err
-	}
-	switch state {
-	case broker.JobDelayed:
-		return d.shared().ListDelayed(ctx, queue, offset, limit)
-	case broker.JobDiscarded:
-		return d.shared().ListDiscarded(ctx, queue, offset, limit)
-	}
+// inspectPage is one inspect_page.lua call.
+func (d *Driver) inspectPage(ctx context.Context, queue string, state broker.JobState, offset, limit int) ([]*broker.JobInfo, int64, error) {
 	k := d.keys(queue)
-	v, err := inspectPageScript.Run(ctx, d.client, []string{k.ready, k.lease}, stateArg(state), offset, limit)
+	v, err := inspectPageScript.Run(ctx, d.client, []string{k.ready, k.lease}, state.String(), offset, limit)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%s of %q: %w", op, queue, err)
+		return nil, 0, err
 	}
 	r, ok := v.([]any)
 	if !ok || len(r)%2 != 1 {
-		return nil, 0, fmt.Errorf("%s of %q: unexpected reply", op, queue)
+		return nil, 0, errors.New("unexpected reply")
 	}
 	total, _ := r[0].(int64)
 	out := make([]*broker.JobInfo, 0, len(r)/2)
@@ -113,105 +86,37 @@ func (d *Driver) job(queue string, state broker.JobState, v, score any) *broker.
 	return j
 }
 
-func stateArg(s broker.JobState) string {
-	if s == broker.JobInFlight {
-		return "in_flight"
-	}
-	return "ready"
-}
-
-// FindJob returns the job id of queue if it is in state, nil if not.
-// Delayed: O(1) (the timers HASH). Discarded: the discard list, newest
-// first, 1,000 records per call. Ready and in flight: a walk of the ready
-// list or the lease ZSET, 1,000 messages per call, O(n) in all.
-func (d *Driver) FindJob(ctx context.Context, queue string, state broker.JobState, id string) (*broker.JobInfo, error) {
-	const op = "list: find job"
-	if err := inspect.CheckQueue(op, queue); err != nil {
-		return nil, err
-	}
-	if err := inspect.CheckState(op, state); err != nil {
-		return nil, err
-	}
-	if err := inspect.CheckID(op, id); err != nil {
-		return nil, err
+// inspectFind is one inspect_find.lua call; its cursor is the position to
+// go on from.
+func (d *Driver) inspectFind(ctx context.Context, queue string, state broker.JobState, id, cursor string) (*broker.JobInfo, string, error) {
+	off := 0
+	if cursor != "" {
+		off, _ = strconv.Atoi(cursor)
 	}
 	k := d.keys(queue)
-	switch state {
-	case broker.JobDelayed:
-		j, err := d.shared().FindDelayed(ctx, k.timers, id)
-		return j, wrap(op, err)
-	case broker.JobDiscarded:
-		return d.shared().FindDiscarded(ctx, queue, id)
+	v, err := inspectFindScript.Run(ctx, d.client, []string{k.ready, k.lease}, state.String(), id, off, inspect.Step)
+	if err != nil {
+		return nil, "", err
 	}
-	j, err := inspect.Find(ctx, func(ctx context.Context, cursor string) (*broker.JobInfo, string, error) {
-		off := 0
-		if cursor != "" {
-			off, _ = strconv.Atoi(cursor)
-		}
-		v, err := inspectFindScript.Run(ctx, d.client, []string{k.ready, k.lease}, stateArg(state), id, off, inspect.Step)
-		if err != nil {
-			return nil, "", err
-		}
-		r, ok := v.([]any)
-		if !ok || len(r) != 3 {
-			return nil, "", fmt.Errorf("unexpected reply %v", v)
-		}
-		if s, _ := r[0].(string); s != "" {
-			return d.job(queue, state, s, r[1]), "", nil
-		}
-		next, _ := r[2].(int64)
-		if next < 0 {
-			return nil, "", nil
-		}
-		return nil, strconv.FormatInt(next, 10), nil
-	})
-	return j, wrap(op, err)
+	r, ok := v.([]any)
+	if !ok || len(r) != 3 {
+		return nil, "", fmt.Errorf("unexpected reply %v", v)
+	}
+	if s, _ := r[0].(string); s != "" {
+		return d.job(queue, state, s, r[1]), "", nil
+	}
+	next, _ := r[2].(int64)
+	if next < 0 {
+		return nil, "", nil
+	}
+	return nil, strconv.FormatInt(next, 10), nil
 }
 
-// PurgeReady deletes up to max ready jobs of queue (0: all it held when the
-// call began), next-to-run first, 1,000 per script call.
-func (d *Driver) PurgeReady(ctx context.Context, queue string, max int) (int, error) {
-	const op = "list: purge ready"
-	if err := inspect.CheckQueue(op, queue); err != nil {
-		return 0, err
+// inspectPurge is one inspect_purge.lua call.
+func (d *Driver) inspectPurge(ctx context.Context, queue string, n int) (int64, int64, error) {
+	v, err := inspectPurgeScript.Run(ctx, d.client, []string{d.keys(queue).ready}, n)
+	if err != nil {
+		return 0, 0, err
 	}
-	if err := inspect.CheckMax(op, max); err != nil {
-		return 0, err
-	}
-	k := d.keys(queue)
-	n, err := inspect.Purge(ctx, max, func(ctx context.Context, n int) (int64, int64, error) {
-		v, err := inspectPurgeScript.Run(ctx, d.client, []string{k.ready}, n)
-		if err != nil {
-			return 0, 0, err
-		}
-		r, ok := v.([]any)
-		if !ok || len(r) != 2 {
-			return 0, 0, fmt.Errorf("unexpected reply %v", v)
-		}
-		deleted, _ := r[0].(int64)
-		held, _ := r[1].(int64)
-		return deleted, held, nil
-	})
-	return n, wrap(op, err)
-}
-
-// PurgeDelayed deletes up to max pending timers of queue (0: all it held
-// when the call began), earliest due first, 1,000 per script call.
-func (d *Driver) PurgeDelayed(ctx context.Context, queue string, max int) (int, error) {
-	const op = "list: purge delayed"
-	if err := inspect.CheckQueue(op, queue); err != nil {
-		return 0, err
-	}
-	if err := inspect.CheckMax(op, max); err != nil {
-		return 0, err
-	}
-	n, err := d.shared().PurgeDelayed(ctx, d.keys(queue).timers, max)
-	return n, wrap(op, err)
-}
-
-func wrap(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("%s: %w", op, err)
+	return inspect.PurgeReply(v)
 }

@@ -3,65 +3,15 @@ package list_test
 import (
 	"context"
 	"slices"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/broker/list"
 	"github.com/conveyorq/conveyor/internal/codec"
+	"github.com/conveyorq/conveyor/internal/drivertest"
 	"github.com/conveyorq/conveyor/internal/redistest"
 )
-
-// cmdLog records the commands a client sends, each round trip as one entry
-// of command names (a pipeline has several).
-type cmdLog struct {
-	mu    sync.Mutex
-	trips [][]string
-}
-
-func (l *cmdLog) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (l *cmdLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		l.add(cmd)
-		return next(ctx, cmd)
-	}
-}
-func (l *cmdLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		l.add(cmds...)
-		return next(ctx, cmds)
-	}
-}
-
-// add logs one round trip, leaving out go-redis's connection set-up.
-func (l *cmdLog) add(cmds ...redis.Cmder) {
-	var names []string
-	for _, c := range cmds {
-		switch n := c.Name(); n {
-		case "hello", "client", "auth", "select":
-		default:
-			names = append(names, n)
-		}
-	}
-	if len(names) == 0 {
-		return
-	}
-	l.mu.Lock()
-	l.trips = append(l.trips, names)
-	l.mu.Unlock()
-}
-
-// take returns the round trips logged since the last take.
-func (l *cmdLog) take() [][]string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := l.trips
-	l.trips = nil
-	return out
-}
 
 // TestInspectRegistry: a queue joins the registry on the driver's first
 // enqueue to it, in the same round trip, and on its first Open; after that
@@ -69,55 +19,33 @@ func (l *cmdLog) take() [][]string {
 func TestInspectRegistry(t *testing.T) {
 	t.Parallel()
 	rc := redistest.NewClient(t)
-	log := &cmdLog{}
+	log := &drivertest.CmdLog{}
 	rc.AddHook(log)
 	e := newEnvOn(t, rc, nil)
 	ctx := context.Background()
 
-	check := func(what string, want [][]string) {
-		t.Helper()
-		if got := log.take(); !slices.EqualFunc(got, want, slices.Equal) {
-			t.Fatalf("%s sent %q, want %q", what, got, want)
-		}
-	}
-	// checkScripted allows the EVALs that follow a round trip of EVALSHAs
-	// when a server (a Cluster node) does not have the script yet.
-	checkScripted := func(what string, want []string) {
-		t.Helper()
-		got := log.take()
-		if len(got) < 1 || !slices.Equal(got[0], want) {
-			t.Fatalf("%s sent %q, want %q first", what, got, want)
-		}
-		for _, trip := range got[1:] {
-			for _, c := range trip {
-				if c != "eval" {
-					t.Fatalf("%s sent %q, want %q then EVALs at most", what, got, want)
-				}
-			}
-		}
-	}
 	e.enqueue(msg("a", "1"))
-	check("first plain enqueue to a", [][]string{{"lpush", "sadd"}})
+	log.Expect(t, "first plain enqueue to a", []string{"lpush", "sadd"})
 	e.enqueue(msg("a", "2"))
-	check("second plain enqueue to a", [][]string{{"lpush"}})
+	log.Expect(t, "second plain enqueue to a", []string{"lpush"})
 
 	late := msg("b", "1")
 	late.RunAt = time.Now().Add(time.Hour)
 	e.enqueue(late)
-	checkScripted("first scripted enqueue to b", []string{"evalsha", "sadd"})
+	log.ExpectScripted(t, "first scripted enqueue to b", []string{"evalsha", "sadd"})
 	late2 := msg("b", "2")
 	late2.RunAt = time.Now().Add(time.Hour)
 	e.enqueue(late2)
-	checkScripted("second scripted enqueue to b", []string{"evalsha"})
+	log.ExpectScripted(t, "second scripted enqueue to b", []string{"evalsha"})
 
 	e.enqueue(msg("c", "1"), msg("d", "1"), msg("a", "3"), msg("c", "2"))
-	checkScripted("first batch to c and d", []string{"evalsha", "evalsha", "evalsha", "sadd"})
+	log.ExpectScripted(t, "first batch to c and d", []string{"evalsha", "evalsha", "evalsha", "sadd"})
 
 	e.open("e", time.Minute)
-	check("first Open of e", [][]string{{"sadd"}})
+	log.Expect(t, "first Open of e", []string{"sadd"})
 	e.open("e", time.Minute)
 	e.open("a", time.Minute)
-	check("Open of known queues", nil)
+	log.Expect(t, "Open of known queues")
 
 	qs, err := e.d.Queues(ctx)
 	if want := []string{"a", "b", "c", "d", "e"}; err != nil || !slices.Equal(qs, want) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/discards"
+	"github.com/conveyorq/conveyor/internal/inspect"
 	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/internal/registry"
 	"github.com/conveyorq/conveyor/internal/timers"
@@ -28,8 +29,9 @@ type Driver struct {
 	released       atomic.Int64
 	poisoned       atomic.Int64
 
-	*timers.Methods  // broker.Timers, see timers.go
-	*discards.Keeper // broker.Discards, see discards.go
+	*timers.Methods    // broker.Timers, see timers.go
+	*discards.Keeper   // broker.Discards, see discards.go
+	*inspect.Inspector // broker.Inspector, see inspect.go
 }
 
 var _ broker.Driver = (*Driver)(nil)
@@ -44,9 +46,10 @@ func New(rdb redis.UniversalClient, cfg *Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Driver{rdb: rdb, cfg: c, reg: registry.New(c.Prefix)}
+	d := &Driver{rdb: rdb, cfg: c, reg: registry.New(c.Prefix, "stream", c.Logger)}
 	d.Methods = d.timerMethods()
 	d.Keeper = d.discardKeeper()
+	d.Inspector = d.inspector()
 	return d, nil
 }
 
@@ -63,7 +66,8 @@ func (d *Driver) Capabilities() broker.Capabilities {
 
 // Open returns a consumer of queue with a name of its own in the group. Its
 // only I/O is adding queue to the registry (one SADD) the first time this
-// driver opens or enqueues to it.
+// driver opens or enqueues to it; a failure there is logged, and does not
+// keep the consumer from opening.
 func (d *Driver) Open(ctx context.Context, queue string, opts *broker.ConsumerOptions) (broker.Consumer, error) {
 	if err := broker.ValidateQueue(queue); err != nil {
 		return nil, fmt.Errorf("stream: open: %w", err)
@@ -71,9 +75,7 @@ func (d *Driver) Open(ctx context.Context, queue string, opts *broker.ConsumerOp
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("stream: open: %w", err)
 	}
-	if err := d.reg.Ensure(ctx, d.rdb, queue); err != nil {
-		return nil, fmt.Errorf("stream: open: %w", err)
-	}
+	d.reg.Ensure(ctx, d.rdb, queue) // a failure is logged: the registry only serves the Inspector
 	return newConsumer(d, queue, opts), nil
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/codec"
+	"github.com/conveyorq/conveyor/internal/registry"
 	"github.com/conveyorq/conveyor/internal/script"
 	"github.com/conveyorq/conveyor/internal/timers"
 )
@@ -32,11 +33,11 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 	if err != nil {
 		return fmt.Errorf("stream: enqueue: %w", err)
 	}
-	var newQueue []string
+	var add *registry.Pending
 	if single {
 		// The queue joins the registry on its first enqueue by this driver,
 		// in the same round trip; after that nothing more is sent for it.
-		newQueue = d.reg.Missing(msgs[0].Queue)
+		add = d.reg.Pending(msgs[0].Queue)
 	}
 	if single && len(msgs) == 1 && d.cfg.MaxLen == 0 && timers.Plain(msgs) {
 		// A stream exists only together with its group: enqueue.lua creates
@@ -46,16 +47,16 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 		k := d.keys(msgs[0].Queue)
 		args := &redis.XAddArgs{Stream: k.stream, NoMkStream: true, Values: []any{"m", codec.Encode(msgs[0], 0)}}
 		var err error
-		if newQueue == nil {
+		if add == nil {
 			err = d.rdb.XAdd(ctx, args).Err()
 		} else {
 			p := d.rdb.Pipeline()
-			add := p.XAdd(ctx, args)
-			reg := d.reg.Add(ctx, p, newQueue)
+			xadd := p.XAdd(ctx, args)
+			add.Add(ctx, p)
 			_, _ = p.Exec(ctx) // each command's error is read below
-			err = add.Err()
-			if d.registered(ctx, reg, newQueue) {
-				newQueue = nil
+			err = xadd.Err()
+			if add.Done(ctx) {
+				add = nil
 			}
 		}
 		if err == nil {
@@ -67,38 +68,13 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 	}
 	if single && len(msgs) <= maxBatch {
 		keys, args := d.enqueueCall(msgs)
-		v, err := d.runEnqueue(ctx, keys, args, newQueue)
+		v, err := add.Run(ctx, d.rdb, enqueueScript, keys, args...)
 		if err != nil {
 			return fmt.Errorf("stream: enqueue: %w", err)
 		}
 		return timers.Duplicates(msgs, v).ErrorOrNil()
 	}
 	return d.enqueueMany(ctx, msgs)
-}
-
-// runEnqueue runs one enqueue.lua call, adding the queue to the registry in
-// the same round trip when newQueue names it.
-func (d *Driver) runEnqueue(ctx context.Context, keys []string, args []any, newQueue []string) (any, error) {
-	if newQueue == nil {
-		return enqueueScript.Run(ctx, d.rdb, keys, args...)
-	}
-	call := &script.Call{Keys: keys, Args: args}
-	var reg *redis.IntCmd
-	enqueueScript.RunPipelined(ctx, d.rdb, []*script.Call{call}, func(p redis.Pipeliner) { reg = d.reg.Add(ctx, p, newQueue) })
-	d.registered(ctx, reg, newQueue)
-	return call.Val, call.Err
-}
-
-// registered records the outcome of adding queues to the registry and
-// reports whether they were added. The messages are stored whatever it
-// was, so a failure is logged, not returned (the caller must not enqueue
-// them again); the next enqueue tries again.
-func (d *Driver) registered(ctx context.Context, cmd *redis.IntCmd, queues []string) bool {
-	if err := d.reg.Done(cmd, queues); err != nil {
-		d.cfg.Logger.WarnContext(ctx, "stream: could not add queues to the registry; Inspector.Queues misses them until a later enqueue adds them", "queues", queues, "err", err)
-		return false
-	}
-	return true
 }
 
 // enqueueMany runs one enqueue.lua call per queue and per maxBatch
@@ -121,18 +97,9 @@ func (d *Driver) enqueueMany(ctx context.Context, msgs []*broker.Message) error 
 			qm = qm[n:]
 		}
 	}
-	var (
-		newQueues = d.reg.Missing(names...)
-		reg       *redis.IntCmd
-		also      []func(redis.Pipeliner)
-	)
-	if newQueues != nil {
-		also = append(also, func(p redis.Pipeliner) { reg = d.reg.Add(ctx, p, newQueues) })
-	}
-	enqueueScript.RunPipelined(ctx, d.rdb, calls, also...)
-	if reg != nil {
-		d.registered(ctx, reg, newQueues)
-	}
+	add := d.reg.Pending(names...)
+	enqueueScript.RunPipelined(ctx, d.rdb, calls, add.Also(ctx)...)
+	add.Done(ctx)
 	var errs *multierror.Error
 	for i, c := range calls {
 		if c.Err != nil {

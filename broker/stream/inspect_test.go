@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,56 +11,9 @@ import (
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/codec"
+	"github.com/conveyorq/conveyor/internal/drivertest"
 	"github.com/conveyorq/conveyor/internal/redistest"
 )
-
-// cmdLog records the commands a client sends, each round trip as one entry
-// of command names (a pipeline has several).
-type cmdLog struct {
-	mu    sync.Mutex
-	trips [][]string
-}
-
-func (l *cmdLog) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (l *cmdLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		l.add(cmd)
-		return next(ctx, cmd)
-	}
-}
-func (l *cmdLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		l.add(cmds...)
-		return next(ctx, cmds)
-	}
-}
-
-// add logs one round trip, leaving out go-redis's connection set-up.
-func (l *cmdLog) add(cmds ...redis.Cmder) {
-	var names []string
-	for _, c := range cmds {
-		switch n := c.Name(); n {
-		case "hello", "client", "auth", "select":
-		default:
-			names = append(names, n)
-		}
-	}
-	if len(names) == 0 {
-		return
-	}
-	l.mu.Lock()
-	l.trips = append(l.trips, names)
-	l.mu.Unlock()
-}
-
-// take returns the round trips logged since the last take.
-func (l *cmdLog) take() [][]string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := l.trips
-	l.trips = nil
-	return out
-}
 
 // TestInspectRegistry: a queue joins the registry on the driver's first
 // enqueue to it, in the same round trip as the enqueue's first command, and
@@ -69,7 +21,7 @@ func (l *cmdLog) take() [][]string {
 func TestInspectRegistry(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.NewClient(t)
-	log := &cmdLog{}
+	log := &drivertest.CmdLog{}
 	rdb.AddHook(log)
 	e := newEnvWith(t, rdb, nil)
 	ctx := context.Background()
@@ -78,28 +30,18 @@ func TestInspectRegistry(t *testing.T) {
 	// No stream yet: the plain XADD (with the SADD) adds nothing, the script
 	// creates the stream and its group (EVAL after EVALSHA if the server
 	// lacks the script).
-	got := log.take()
+	got := log.Take()
 	if len(got) < 2 || !slices.Equal(got[0], []string{"xadd", "sadd"}) || slices.Contains(slices.Concat(got[1:]...), "sadd") {
 		t.Fatalf("first enqueue to a sent %q, want xadd with sadd, then the script without", got)
 	}
 	e.enqueue(msg("a", "2"))
-	if got := log.take(); !slices.EqualFunc(got, [][]string{{"xadd"}}, slices.Equal) {
-		t.Fatalf("second enqueue to a sent %q, want one xadd", got)
-	}
+	log.Expect(t, "second enqueue to a", []string{"xadd"})
 	e.enqueue(msg("b", "1"), msg("c", "1"), msg("a", "3"))
-	// EVALs may follow when a server (a Cluster node) lacks the script.
-	got = log.take()
-	if len(got) < 1 || !slices.Equal(got[0], []string{"evalsha", "evalsha", "evalsha", "sadd"}) || slices.ContainsFunc(slices.Concat(got[1:]...), func(c string) bool { return c != "eval" }) {
-		t.Fatalf("first batch to b and c sent %q, want the scripts and one sadd in one round trip (then EVALs at most)", got)
-	}
+	log.ExpectScripted(t, "first batch to b and c", []string{"evalsha", "evalsha", "evalsha", "sadd"})
 	e.open("d", time.Minute)
-	if got := log.take(); !slices.EqualFunc(got, [][]string{{"sadd"}}, slices.Equal) {
-		t.Fatalf("first Open of d sent %q, want one sadd", got)
-	}
+	log.Expect(t, "first Open of d", []string{"sadd"})
 	e.open("a", time.Minute)
-	if got := log.take(); len(got) != 0 {
-		t.Fatalf("Open of a known queue sent %q, want nothing", got)
-	}
+	log.Expect(t, "Open of a known queue")
 	if qs, err := e.d.Queues(ctx); err != nil || !slices.Equal(qs, []string{"a", "b", "c", "d"}) {
 		t.Fatalf("Queues = %q, %v; want [a b c d]", qs, err)
 	}

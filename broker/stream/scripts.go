@@ -10,6 +10,10 @@ import (
 
 // The driver's scripts; each file's header names its KEYS, ARGV and reply.
 var (
+	// lib.lua holds helpers of the scripts that read entries (entry_body).
+	//
+	//go:embed lua/lib.lua
+	libSrc string
 	//go:embed lua/enqueue.lua
 	enqueueSrc string
 	//go:embed lua/fetch.lua
@@ -26,7 +30,7 @@ var (
 	closeSrc string
 
 	enqueueScript = script.New("stream/enqueue", timers.Lib+enqueueSrc)
-	fetchScript   = script.New("stream/fetch", timers.Lib+discards.Lib+fetchSrc)
+	fetchScript   = script.New("stream/fetch", timers.Lib+discards.Lib+libSrc+fetchSrc)
 	ackScript     = script.New("stream/ack", ackSrc)
 	requeueScript = script.New("stream/requeue", timers.Lib+requeueSrc)
 	discardScript = script.New("stream/discard", discards.Lib+discardSrc)

@@ -29,9 +29,11 @@ import (
 // ("conveyor.job.lease_lost"), a hand-back at shutdown and a settle that
 // failed. A retried job gets one span per run.
 //
-// It also records the process metrics: messaging.process.duration (the
-// handler's run), conveyor.job.queue_wait (first deliveries only),
+// It also records the process metrics when the delivery is over:
+// messaging.process.duration (the chain's run), conveyor.job.queue_wait
+// (runs of jobs with Attempt 0 and no recoveries, from conveyor.ReadyAt),
 // conveyor.jobs.processed, .failed, .retried, .discarded and .lease_lost.
+// A run postponed or handed back at shutdown is not counted as processed.
 //
 // Payloads never reach spans or metrics; handler error messages do (cut to
 // 1 KiB) unless WithoutErrorText is set.
@@ -52,28 +54,31 @@ func (i *Instrumentation) Middleware() conveyor.Middleware {
 					RecoveriesKey.Int(job.Recoveries),
 				),
 			}
-			if producer := trace.SpanContextFromContext(pctx); producer.IsValid() {
-				if i.cfg.child {
-					ctx = trace.ContextWithRemoteSpanContext(ctx, producer)
-				} else {
+			if producer := trace.SpanContextFromContext(pctx); producer.IsValid() && i.cfg.child {
+				ctx = trace.ContextWithRemoteSpanContext(ctx, producer)
+			} else {
+				// A root even when the pool's context holds a span (Run
+				// started inside one): otherwise every run of the pool's
+				// life would join that trace.
+				opts = append(opts, trace.WithNewRoot())
+				if producer.IsValid() {
 					opts = append(opts, trace.WithLinks(trace.Link{SpanContext: producer}))
 				}
 			}
 			ctx, span := i.tracer.Start(ctx, "process "+job.Queue, opts...)
-			start := i.cfg.now()
-			if job.Attempt == 0 && job.Recoveries == 0 {
-				wait := start.Sub(conveyor.ReadyAt(&job.Message))
-				i.m.wait.Record(ctx, max(wait, 0).Seconds(), a.opt)
-			}
-			job.OnFinish(func(s conveyor.Settlement) { i.finish(span, a, s) })
+			r := &run{start: i.cfg.now(), first: job.Attempt == 0 && job.Recoveries == 0, readyAt: conveyor.ReadyAt(&job.Message)}
+			job.OnFinish(func(s conveyor.Settlement) { i.finish(span, a, r, s) })
 			defer func() {
-				r := recover()
-				if r != nil {
-					err = fmt.Errorf("panic: %v", r)
+				p := recover()
+				r.took = i.cfg.now().Sub(r.start)
+				r.err = runError(err, p)
+				if r.err != nil {
+					et := semconv.ErrorTypeKey.String(errorType(r.err))
+					span.SetAttributes(et)
+					span.SetStatus(codes.Error, i.errorText(r.err))
 				}
-				i.ran(ctx, span, a, start, err)
-				if r != nil {
-					panic(r)
+				if p != nil {
+					panic(p)
 				}
 			}()
 			return next.ProcessJob(ctx, job)
@@ -81,28 +86,48 @@ func (i *Instrumentation) Middleware() conveyor.Middleware {
 	}
 }
 
-// ran records the end of a handler run: its duration, the run counters
-// and, for a failure, the span's error status.
-func (i *Instrumentation) ran(ctx context.Context, span trace.Span, a *jobAttrs, start time.Time, err error) {
-	secs := i.cfg.now().Sub(start).Seconds()
-	i.m.processed.Add(ctx, 1, a.opt)
-	if err == nil {
-		i.m.duration.Record(ctx, secs, a.opt)
-		return
+// runError is the error a run ended with: its own, or the panic that went up
+// through it.
+func runError(err error, p any) error {
+	if p != nil {
+		return fmt.Errorf("panic: %v", p)
 	}
-	et := semconv.ErrorTypeKey.String(errorType(err))
-	span.SetAttributes(et)
-	span.SetStatus(codes.Error, i.errorText(err))
-	with := metric.WithAttributes(append(a.set.ToSlice(), et)...)
-	i.m.duration.Record(ctx, secs, with)
-	i.m.failed.Add(ctx, 1, with)
+	return err
+}
+
+// run is what the middleware learns of one handler run, for the metrics
+// recorded when the delivery is over.
+type run struct {
+	start   time.Time
+	took    time.Duration
+	err     error
+	first   bool      // Attempt 0 and no recoveries: no earlier run failed or crashed
+	readyAt time.Time // conveyor.ReadyAt of the message
 }
 
 // finish ends a process span when the pool is done with its delivery,
 // recording what became of the job.
-func (i *Instrumentation) finish(span trace.Span, a *jobAttrs, s conveyor.Settlement) {
+//
+// A postponed run (a rate limit, a held idempotency key) and a run handed
+// back at shutdown are not counted as processed and give no duration or
+// wait: the job's real run comes later, and its queue wait then includes
+// the postponement.
+func (i *Instrumentation) finish(span trace.Span, a *jobAttrs, r *run, s conveyor.Settlement) {
 	ctx := context.Background()
 	span.SetAttributes(OutcomeKey.String(s.Outcome.String()))
+	if s.Outcome != conveyor.OutcomePostponed && s.Outcome != conveyor.OutcomeReleased {
+		i.m.processed.Add(ctx, 1, a.opt)
+		if r.first && !r.readyAt.IsZero() {
+			i.m.wait.Record(ctx, max(r.start.Sub(r.readyAt), 0).Seconds(), a.opt)
+		}
+		if r.err == nil {
+			i.m.duration.Record(ctx, r.took.Seconds(), a.opt)
+		} else {
+			with := metric.WithAttributes(append(a.set.ToSlice(), semconv.ErrorTypeKey.String(errorType(r.err)))...)
+			i.m.duration.Record(ctx, r.took.Seconds(), with)
+			i.m.failed.Add(ctx, 1, with)
+		}
+	}
 	switch s.Outcome {
 	case conveyor.OutcomeRetried:
 		i.m.retried.Add(ctx, 1, a.opt)
@@ -127,12 +152,4 @@ func (i *Instrumentation) finish(span trace.Span, a *jobAttrs, s conveyor.Settle
 		span.SetStatus(codes.Error, "settle failed")
 	}
 	span.End()
-}
-
-// cut bounds a text attribute at 1 KiB.
-func cut(s string) string {
-	if len(s) > maxErrorText {
-		return s[:maxErrorText] + "…"
-	}
-	return s
 }

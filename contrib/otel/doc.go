@@ -15,7 +15,7 @@
 //		Middleware: []conveyor.Middleware{tel.Middleware()}, // first: outermost
 //		OnPromote:  tel.OnPromote,
 //	})
-//	reg, err := tel.ObserveQueues(inspector, "default") // depth gauges
+//	reg, err := tel.ObserveQueues(d, "default") // depth gauges; d: a list or stream driver
 //
 // docs/observability.md walks through the spans one job produces.
 package otel

@@ -64,7 +64,11 @@ func newInstruments(m metric.Meter) (instruments, error) {
 		}
 		return h
 	}
-	in.sent = counter(MetricSent, "Jobs enqueued (with error.type when the enqueue failed).")
+	in.sent, err = m.Int64Counter(MetricSent, metric.WithUnit("{message}"),
+		metric.WithDescription("Jobs enqueued (with error.type for jobs the enqueue refused or may not have stored)."))
+	if err != nil {
+		return in, fmt.Errorf("otel: instrument %s: %w", MetricSent, err)
+	}
 	in.duration = histogram(MetricDuration, "How long handler runs took (with error.type when they failed).")
 	in.wait = histogram(MetricQueueWait, "How long jobs waited from becoming ready (enqueued, or due when delayed) to their first run.")
 	in.processed = counter(MetricProcessed, "Handler runs that returned, whatever the result.")

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
@@ -31,24 +32,6 @@ import (
 // marker is the payload of every job of the workload: no span, metric or
 // log line may contain it.
 const marker = "PAYLOAD-MARKER-7f3a9c"
-
-// syncBuffer is a log sink safe for the pool's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // loseLease removes every in-flight job of queue from Redis, as if another
 // worker had taken them over and finished them, so that the pool's next
@@ -95,23 +78,26 @@ func TestMetricsAndOutcomes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			logs := &syncBuffer{}
+			logs := &drivertest.Buffer{}
 			logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-			client, err := conveyor.NewClient(d, &conveyor.ClientConfig{DefaultQueue: queue,
-				Middleware: []conveyor.EnqueueMiddleware{tel.EnqueueMiddleware()}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			client := tracedClient(t, d, tel)
 			logging := middleware.Logging(logger, nil)
 			stuck := make(chan struct{}, 1)
+			var postponed sync.Map
 			run(t, d, tel, func(ctx context.Context, job *conveyor.Job) error {
 				switch job.Kind {
+				case "postponed":
+					if _, again := postponed.LoadOrStore(job.ID, true); !again {
+						return job.Postpone(ctx, time.Now().Add(50*time.Millisecond))
+					}
 				case "flaky":
 					if job.Attempt == 0 {
 						return errors.New("flaky failure")
 					}
 				case "bad":
-					return conveyor.SkipRetry(errors.New("bad input"))
+					// Long enough to be cut, with a 2-byte character across
+					// the cut: what spans carry must stay valid UTF-8.
+					return conveyor.SkipRetry(errors.New(strings.Repeat("a", 1023) + "é bad input"))
 				case "stuck":
 					stuck <- struct{}{}
 					<-ctx.Done()
@@ -130,15 +116,16 @@ func TestMetricsAndOutcomes(t *testing.T) {
 			ctx := context.Background()
 			payload := []byte(`{"secret":"` + marker + `"}`)
 			var reqs []conveyor.Request
-			for _, kind := range []string{"ok", "ok", "ok", "flaky", "bad"} {
+			for _, kind := range []string{"ok", "ok", "ok", "flaky", "bad", "postponed"} {
 				reqs = append(reqs, conveyor.Request{Kind: kind, Args: payload})
 			}
 			reqs = append(reqs, conveyor.Request{Kind: "later", Args: payload, Opts: &conveyor.EnqueueOptions{Delay: 150 * time.Millisecond}})
 			if _, err := client.EnqueueMany(ctx, reqs...); err != nil {
 				t.Fatal(err)
 			}
-			// 1 send span, then 7 runs: 3 ok, flaky twice, bad, later.
-			rec.wait(t, 8)
+			// 1 send span, then 9 runs: 3 ok, flaky twice, bad, later,
+			// postponed twice.
+			rec.wait(t, 10)
 			if _, err := client.Enqueue(ctx, "stuck", payload, nil); err != nil {
 				t.Fatal(err)
 			}
@@ -148,7 +135,7 @@ func TestMetricsAndOutcomes(t *testing.T) {
 				t.Fatal("the stuck job never started")
 			}
 			loseLease(t, rdb, drv.Name, prefix)
-			spans := rec.wait(t, 10)
+			spans := rec.wait(t, 12)
 
 			// Jobs in another queue, for the depth gauge: 2 ready, 1 delayed.
 			other, err := conveyor.NewClient(d, &conveyor.ClientConfig{DefaultQueue: "other"})
@@ -203,18 +190,19 @@ func TestMetricsAndOutcomes(t *testing.T) {
 				return n
 			}
 			for name, want := range map[string]int64{
-				cotel.MetricSent: 7, cotel.MetricProcessed: 8, cotel.MetricFailed: 3,
+				// The postponed run is not processed; its second run is.
+				cotel.MetricSent: 8, cotel.MetricProcessed: 9, cotel.MetricFailed: 3,
 				cotel.MetricRetried: 1, cotel.MetricDiscarded: 1, cotel.MetricLeaseLost: 1,
 			} {
 				if n := sum(name); n != want {
 					t.Errorf("%s = %d, want %d", name, n, want)
 				}
 			}
-			if n := count(cotel.MetricDuration); n != 8 {
-				t.Errorf("%s has %d runs, want 8", cotel.MetricDuration, n)
+			if n := count(cotel.MetricDuration); n != 9 {
+				t.Errorf("%s has %d runs, want 9", cotel.MetricDuration, n)
 			}
-			if n := count(cotel.MetricQueueWait); n != 7 {
-				t.Errorf("%s has %d first runs, want 7", cotel.MetricQueueWait, n)
+			if n := count(cotel.MetricQueueWait); n != 8 {
+				t.Errorf("%s has %d first runs, want 8", cotel.MetricQueueWait, n)
 			}
 			if n := count(cotel.MetricLateness); n < 1 {
 				t.Errorf("%s has %d promotions, want at least 1", cotel.MetricLateness, n)
@@ -248,17 +236,21 @@ func TestMetricsAndOutcomes(t *testing.T) {
 					events[e.Name]++
 				}
 			}
-			wantOutcomes := map[string]int{"acked": 5, "retried": 1, "discarded": 1, "lease_lost": 1}
+			wantOutcomes := map[string]int{"acked": 6, "retried": 1, "discarded": 1, "lease_lost": 1, "postponed": 1}
 			if fmt.Sprint(outcomes) != fmt.Sprint(wantOutcomes) {
 				t.Errorf("outcomes %v, want %v", outcomes, wantOutcomes)
 			}
-			wantEvents := map[string]int{"conveyor.job.retry": 1, "conveyor.job.discard": 1, "conveyor.job.lease_lost": 1}
+			wantEvents := map[string]int{"conveyor.job.retry": 1, "conveyor.job.discard": 1, "conveyor.job.lease_lost": 1, "conveyor.job.postpone": 1}
 			if fmt.Sprint(events) != fmt.Sprint(wantEvents) {
 				t.Errorf("events %v, want %v", events, wantEvents)
 			}
 
+			dump := dumpSpans(spans)
+			if !utf8.ValidString(dump) || !strings.Contains(dump, "aaaa…") {
+				t.Errorf("span text is not valid UTF-8 or the long error was not cut: %q", dump)
+			}
 			// No payload bytes anywhere: spans, metrics, logs.
-			if strings.Contains(dumpSpans(spans), marker) {
+			if strings.Contains(dump, marker) {
 				t.Errorf("a span holds the payload marker")
 			}
 			mj, err := json.Marshal(rm)
@@ -300,4 +292,56 @@ func dumpSpans(ss []sdktrace.ReadOnlySpan) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// TestSentCountsRefusals: when an EnqueueMany call stores some jobs and the
+// driver refuses others, messaging.client.sent.messages counts the stored
+// ones without error.type and only the refused one with it.
+func TestSentCountsRefusals(t *testing.T) {
+	t.Parallel()
+	for _, drv := range drivertest.Durable {
+		t.Run(drv.Name, func(t *testing.T) {
+			t.Parallel()
+			_, d := side(t, drv, redistest.Prefix(t))
+			reader := sdkmetric.NewManualReader()
+			tel, err := cotel.New(cotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			client, err := conveyor.NewClient(d, &conveyor.ClientConfig{DefaultQueue: queue,
+				Middleware: []conveyor.EnqueueMiddleware{tel.EnqueueMiddleware()}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			timer := &conveyor.EnqueueOptions{ID: "dup", Delay: time.Hour}
+			if _, err := client.Enqueue(ctx, "a", nil, timer); err != nil {
+				t.Fatal(err)
+			}
+			_, err = client.EnqueueMany(ctx, conveyor.Request{Kind: "a"}, conveyor.Request{Kind: "a", Opts: timer})
+			if !errors.Is(err, conveyor.ErrDuplicate) {
+				t.Fatalf("EnqueueMany with a pending timer's ID: %v, want ErrDuplicate", err)
+			}
+			var rm metricdata.ResourceMetrics
+			if err := reader.Collect(ctx, &rm); err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]int64{}
+			for _, sm := range rm.ScopeMetrics {
+				for _, m := range sm.Metrics {
+					if m.Name != cotel.MetricSent {
+						continue
+					}
+					for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
+						et, _ := p.Attributes.Value("error.type")
+						got[et.AsString()] += p.Value
+					}
+				}
+			}
+			want := map[string]int64{"": 2, "*broker.DuplicateError": 1}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("sent by error.type %v, want %v", got, want)
+			}
+		})
+	}
 }

@@ -2,8 +2,10 @@ package otel
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	otelapi "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -190,17 +192,28 @@ func errorType(err error) string {
 	return typeName(err)
 }
 
-// errorText is err's message as spans carry it: cut to 1 KiB, or nothing
-// when the instrumentation keeps error text out.
+// errorText is err's message as spans carry it: valid UTF-8 cut to 1 KiB
+// on a character boundary (an exporter refuses a batch with one invalid
+// string), or its error.type when the instrumentation keeps error text out.
 func (i *Instrumentation) errorText(err error) string {
 	if !i.cfg.errorText {
 		return errorType(err)
 	}
-	s := err.Error()
-	if len(s) > maxErrorText {
-		s = s[:maxErrorText] + "…"
+	return cut(err.Error())
+}
+
+// cut makes s valid UTF-8 and bounds it at maxErrorText bytes without
+// splitting a character.
+func cut(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= maxErrorText {
+		return s
 	}
-	return s
+	n := maxErrorText
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 const maxErrorText = 1024

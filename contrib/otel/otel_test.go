@@ -121,8 +121,21 @@ func spanOfKind(t *testing.T, ss []sdktrace.ReadOnlySpan, k trace.SpanKind) []sd
 	return out
 }
 
-// run starts a pool on d with tel's middleware first.
-func run(t *testing.T, d broker.Driver, tel *cotel.Instrumentation, h conveyor.HandlerFunc, cfg worker.Config) {
+// tracedClient returns a client of d on queue whose enqueues tel traces.
+func tracedClient(t *testing.T, d broker.Driver, tel *cotel.Instrumentation) *conveyor.Client {
+	t.Helper()
+	c, err := conveyor.NewClient(d, &conveyor.ClientConfig{DefaultQueue: queue,
+		Middleware: []conveyor.EnqueueMiddleware{tel.EnqueueMiddleware()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// run starts a pool on d with tel's middleware first. With a non-nil
+// startup, the pool runs inside a span of it, as a program that traces its
+// start-up would: process spans must not join that span's trace.
+func run(t *testing.T, d broker.Driver, tel *cotel.Instrumentation, h conveyor.HandlerFunc, cfg worker.Config, startup ...trace.TracerProvider) {
 	t.Helper()
 	cfg.Queue = queue
 	cfg.Middleware = append([]conveyor.Middleware{tel.Middleware()}, cfg.Middleware...)
@@ -130,7 +143,14 @@ func run(t *testing.T, d broker.Driver, tel *cotel.Instrumentation, h conveyor.H
 	if err != nil {
 		t.Fatal(err)
 	}
-	drivertest.Background(t, p.Run)
+	drivertest.Background(t, func(ctx context.Context) error {
+		for _, tp := range startup {
+			var span trace.Span
+			ctx, span = tp.Tracer("app").Start(ctx, "startup")
+			defer span.End()
+		}
+		return p.Run(ctx)
+	})
 }
 
 // TestProducerAndConsumerSpans: one enqueue through one Client and its run
@@ -155,7 +175,8 @@ func TestProducerAndConsumerSpans(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				opts := []cotel.Option{cotel.WithTracerProvider(provider(consSpans))}
+				consTP := provider(consSpans)
+				opts := []cotel.Option{cotel.WithTracerProvider(consTP)}
 				if child {
 					opts = append(opts, cotel.WithChildSpans())
 				}
@@ -163,11 +184,7 @@ func TestProducerAndConsumerSpans(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				client, err := conveyor.NewClient(pd, &conveyor.ClientConfig{DefaultQueue: queue,
-					Middleware: []conveyor.EnqueueMiddleware{prodTel.EnqueueMiddleware()}})
-				if err != nil {
-					t.Fatal(err)
-				}
+				client := tracedClient(t, pd, prodTel)
 				m, err := client.Enqueue(context.Background(), "email", []byte(`{"to":"x"}`), nil)
 				if err != nil {
 					t.Fatal(err)
@@ -177,7 +194,7 @@ func TestProducerAndConsumerSpans(t *testing.T) {
 						return errors.New("handler context has no span")
 					}
 					return nil
-				}, worker.Config{})
+				}, worker.Config{}, consTP)
 
 				prod := prodSpans.wait(t, 1)[0]
 				cons := consSpans.wait(t, 1)[0]
@@ -247,11 +264,7 @@ func TestRetriedJobSpans(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			client, err := conveyor.NewClient(d, &conveyor.ClientConfig{DefaultQueue: queue,
-				Middleware: []conveyor.EnqueueMiddleware{tel.EnqueueMiddleware()}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			client := tracedClient(t, d, tel)
 			if _, err := client.Enqueue(context.Background(), "flaky", nil, nil); err != nil {
 				t.Fatal(err)
 			}

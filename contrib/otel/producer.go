@@ -61,6 +61,8 @@ func (i *Instrumentation) EnqueueMiddleware() conveyor.EnqueueMiddleware {
 			err := next(ctx, msgs)
 			i.countSent(ctx, msgs, err)
 			if err != nil {
+				// Error status even when only some jobs were refused: the
+				// call returned an error.
 				span.SetAttributes(semconv.ErrorTypeKey.String(errorType(err)))
 				span.SetStatus(codes.Error, i.errorText(err))
 			}
@@ -70,23 +72,73 @@ func (i *Instrumentation) EnqueueMiddleware() conveyor.EnqueueMiddleware {
 }
 
 // countSent adds the jobs of one call to messaging.client.sent.messages, per
-// queue; a failed call counts its jobs with its error.type.
+// queue: a job the call stored counts without error.type, a refused one
+// with its error's. A call that failed with an error naming neither queue
+// nor job (Redis out of reach) counts all its jobs as failed.
 func (i *Instrumentation) countSent(ctx context.Context, msgs []*broker.Message, err error) {
-	perQueue := map[string]int64{}
-	for _, m := range msgs {
-		perQueue[m.Queue]++
+	failed := refused(msgs, err)
+	type key struct {
+		queue, errType string
 	}
-	for q, n := range perQueue {
+	n := map[key]int64{}
+	for _, m := range msgs {
+		k := key{queue: m.Queue}
+		if e := failed[m]; e != nil {
+			k.errType = errorType(e)
+		}
+		n[k]++
+	}
+	for k, c := range n {
 		attrs := []attribute.KeyValue{
 			semconv.MessagingSystemKey.String(System),
 			semconv.MessagingOperationName("send"),
-			semconv.MessagingDestinationName(q),
+			semconv.MessagingDestinationName(k.queue),
 		}
-		if err != nil {
-			attrs = append(attrs, semconv.ErrorTypeKey.String(errorType(err)))
+		if k.errType != "" {
+			attrs = append(attrs, semconv.ErrorTypeKey.String(k.errType))
 		}
-		i.m.sent.Add(ctx, n, metric.WithAttributes(attrs...))
+		i.m.sent.Add(ctx, c, metric.WithAttributes(attrs...))
 	}
+}
+
+// refused maps each message of msgs that err says was not stored to the
+// error that says so. Drivers name the message of a refused duplicate
+// (*broker.DuplicateError) and the queue of a refused queue
+// (*broker.QueueError); any other error leaves every message's fate
+// unknown, so all count as refused.
+func refused(msgs []*broker.Message, err error) map[*broker.Message]error {
+	if err == nil {
+		return nil
+	}
+	out := map[*broker.Message]error{}
+	parts := []error{err}
+	if m, ok := err.(interface{ WrappedErrors() []error }); ok {
+		parts = m.WrappedErrors()
+	}
+	for _, e := range parts {
+		var de *broker.DuplicateError
+		var qe *broker.QueueError
+		switch {
+		case errors.As(e, &de):
+			for _, m := range msgs {
+				if m == de.Message || (de.Message == nil && m.Queue == de.Queue && m.ID == de.ID) {
+					out[m] = e
+				}
+			}
+		case errors.As(e, &qe):
+			for _, m := range msgs {
+				if m.Queue == qe.Queue {
+					out[m] = e
+				}
+			}
+		default:
+			for _, m := range msgs {
+				out[m] = e
+			}
+			return out
+		}
+	}
+	return out
 }
 
 // typeName names err's type, looking through the wrappers of fmt.Errorf

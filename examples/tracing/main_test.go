@@ -26,6 +26,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/conveyorq/conveyor/internal/drivertest"
 	"github.com/conveyorq/conveyor/internal/redistest"
 )
 
@@ -446,24 +447,6 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// syncBuffer is a bytes.Buffer safe to share with the run.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) Bytes() []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return bytes.Clone(s.b.Bytes())
-}
-
 // runOTLP runs the example against the test Redis, exporting to rcv, and
 // checks what arrived over the wire once run has returned: run shuts the
 // tracer provider down, so nothing may still be on its way.
@@ -471,7 +454,7 @@ func runOTLP(t *testing.T, rcv *receiver, w want, cfg config) {
 	t.Helper()
 	rdb := redistest.Client(t)
 	prefix := redistest.Prefix(t)
-	var out syncBuffer
+	var out drivertest.Buffer
 	cfg.Redis, cfg.Driver, cfg.ChildSpans, cfg.Prefix, cfg.Out = rdb, w.driver, w.child, prefix, &out
 	start := time.Now()
 	if err := run(testCtx(t), cfg); err != nil {
@@ -543,7 +526,7 @@ func TestStdoutOnEmbeddedRedis(t *testing.T) {
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-	var out, spanOut syncBuffer
+	var out, spanOut drivertest.Buffer
 	// Stdout: a developer's OTEL_EXPORTER_OTLP_ENDPOINT must not send
 	// the test's spans elsewhere.
 	err := run(testCtx(t), config{Redis: rdb, Stdout: true, ChildSpans: true, Out: &out, SpanOut: &spanOut})
@@ -581,7 +564,7 @@ func TestExportFailureFails(t *testing.T) {
 		http.Error(w, "refused by the test", http.StatusBadRequest) // not retried
 	}))
 	defer srv.Close()
-	var out syncBuffer
+	var out drivertest.Buffer
 	err := run(testCtx(t), config{
 		Redis: redistest.Client(t), Prefix: redistest.Prefix(t),
 		OTLPEndpoint: srv.URL + "/v1/traces", Out: &out,

@@ -1,6 +1,8 @@
 // Package drivertest serves Conveyor's own tests: the durable drivers each
-// test of a pool, a promoter or a middleware runs on, and a way to run such
-// a component in the background for the length of a test.
+// test of a pool, a promoter or a middleware runs on, a way to run such a
+// component in the background for the length of a test, a log of the
+// commands a client sends (CmdLog), and a buffer several goroutines may
+// write to (Buffer).
 package drivertest
 
 import (

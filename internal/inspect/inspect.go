@@ -1,10 +1,11 @@
 // Package inspect holds what the list and stream drivers share in
-// implementing broker.Inspector: the Lua helper that reads a queue's
-// discard figures and counters, the states both drivers keep alike
-// (delayed: internal/timers; discarded: internal/discards), the decoding of
-// stored messages into job infos, and the Go loops that drive bounded
-// script calls. Only the ready and in-flight structures differ between the
-// drivers.
+// implementing broker.Inspector: Inspector, which checks every call's
+// arguments, reads the queue registry and serves the states both drivers
+// keep alike (delayed: internal/timers; discarded: internal/discards); the
+// Lua helper that reads a queue's discard figures and counters; the
+// decoding of stored messages into job infos; and the Go loops that drive
+// bounded script calls. Only the ready and in-flight structures differ
+// between the drivers: each driver hands Inspector its own.
 //
 // docs/inspector.md says what each call costs.
 package inspect
@@ -12,7 +13,6 @@ package inspect
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"time"
 
@@ -22,7 +22,6 @@ import (
 	"github.com/conveyorq/conveyor/internal/codec"
 	"github.com/conveyorq/conveyor/internal/discards"
 	"github.com/conveyorq/conveyor/internal/script"
-	"github.com/conveyorq/conveyor/internal/timers"
 )
 
 // Lib is the Lua text a driver's sizes script ends its libraries with,
@@ -43,24 +42,24 @@ const (
 	MaxSteps = 1 << 20
 )
 
-// CheckQueue validates a queue name for op.
-func CheckQueue(op, queue string) error {
+// checkQueue validates a queue name for op.
+func checkQueue(op, queue string) error {
 	if err := broker.ValidateQueue(queue); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return nil
 }
 
-// CheckPage validates a page request.
-func CheckPage(op string, offset, limit int) error {
+// checkPage validates a page request.
+func checkPage(op string, offset, limit int) error {
 	if offset < 0 || limit < 1 || limit > broker.MaxInspectPage {
 		return fmt.Errorf("%s: offset %d, limit %d: want offset >= 0 and limit 1 to %d", op, offset, limit, broker.MaxInspectPage)
 	}
 	return nil
 }
 
-// CheckID validates a job ID for op.
-func CheckID(op, id string) error {
+// checkID validates a job ID for op.
+func checkID(op, id string) error {
 	m := broker.Message{ID: id, Kind: "job", Queue: "q"}
 	if err := broker.ValidateMessage(&m); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
@@ -68,16 +67,19 @@ func CheckID(op, id string) error {
 	return nil
 }
 
-// CheckState validates a job state for op.
-func CheckState(op string, s broker.JobState) error {
+// checkState validates a job state for op.
+func checkState(op string, s broker.JobState) error {
 	if !s.Valid() {
 		return fmt.Errorf("%s: %v is not a job state", op, s)
 	}
 	return nil
 }
 
-// CheckMax validates a purge's max for op.
-func CheckMax(op string, max int) error {
+// checkPurge validates a purge's queue and max for op.
+func checkPurge(op, queue string, max int) error {
+	if err := checkQueue(op, queue); err != nil {
+		return err
+	}
 	if max < 0 {
 		return fmt.Errorf("%s: max %d is negative", op, max)
 	}
@@ -87,12 +89,12 @@ func CheckMax(op string, max int) error {
 // tailLen is how many integers queue_tail returns.
 const tailLen = 8
 
-// Sizes runs a driver's sizes script once per queue, pipelined in one
+// sizes runs a driver's sizes script once per queue, pipelined in one
 // round trip, and decodes each reply: the driver's own leading figures
 // (ready, in flight) then queue_tail's. A queue whose call dropped as many
 // discard records for age as one call may (more may be due) is read again,
 // so no figure counts a record past the age limit.
-func Sizes(ctx context.Context, rdb redis.UniversalClient, s *script.Script, r discards.Retention,
+func sizes(ctx context.Context, rdb redis.UniversalClient, s *script.Script, r discards.Retention,
 	queues []string, call func(queue string) ([]string, []any)) ([]broker.QueueSizes, error) {
 	out := make([]broker.QueueSizes, len(queues))
 	todo := make([]int, len(queues))
@@ -177,8 +179,8 @@ func Decode(queue string, state broker.JobState, stored []byte) *broker.JobInfo 
 	return j
 }
 
-// FromDiscarded turns a discard record into a job.
-func FromDiscarded(r *broker.Discarded) *broker.JobInfo {
+// fromDiscarded turns a discard record into a job.
+func fromDiscarded(r *broker.Discarded) *broker.JobInfo {
 	return &broker.JobInfo{Message: r.Message, State: broker.JobDiscarded, Reason: r.Reason, DiscardedAt: r.DiscardedAt, Raw: r.Raw}
 }
 
@@ -187,82 +189,12 @@ func fromTimer(m *broker.Message) *broker.JobInfo {
 	return &broker.JobInfo{Message: *m, State: broker.JobDelayed}
 }
 
-// Shared carries what a driver's delayed and discarded states need.
-type Shared struct {
-	Client   redis.UniversalClient
-	Timers   *timers.Methods
-	Discards *discards.Keeper
-}
-
-// ListDelayed returns a page of queue's pending timers, earliest due first.
-func (x Shared) ListDelayed(ctx context.Context, queue string, offset, limit int) ([]*broker.JobInfo, int64, error) {
-	ms, total, err := x.Timers.PendingTimers(ctx, queue, offset, limit)
-	if err != nil {
-		return nil, 0, err
-	}
-	out := make([]*broker.JobInfo, len(ms))
-	for i, m := range ms {
-		out[i] = fromTimer(m)
-	}
-	return out, total, nil
-}
-
-// ListDiscarded returns a page of queue's discard records, newest first.
-func (x Shared) ListDiscarded(ctx context.Context, queue string, offset, limit int) ([]*broker.JobInfo, int64, error) {
-	recs, total, err := x.Discards.ListDiscarded(ctx, queue, offset, limit)
-	if err != nil {
-		return nil, 0, err
-	}
-	out := make([]*broker.JobInfo, len(recs))
-	for i, r := range recs {
-		out[i] = FromDiscarded(r)
-	}
-	return out, total, nil
-}
-
-// FindDelayed looks the timer id of queue up: one round trip, O(1) (its
-// due time and its body read in one pipeline). A retry whose ID a caller's
-// timer held waits under "<id>#r<n>" (docs/delay.md); it is not found by
-// id.
-func (x Shared) FindDelayed(ctx context.Context, k timers.Keys, id string) (*broker.JobInfo, error) {
-	p := x.Client.Pipeline()
-	score := p.ZScore(ctx, k.Delayed, id)
-	body := p.HGet(ctx, k.Timers, id)
-	_, err := p.Exec(ctx)
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("find delayed %q in %q: %w", id, k.Queue, err)
-	}
-	if score.Err() != nil || body.Err() != nil {
-		return nil, nil // promoted or cancelled between the two reads, or never there
-	}
-	j := Decode(k.Queue, broker.JobDelayed, []byte(body.Val()))
-	j.RunAt = time.UnixMilli(int64(score.Val()))
-	return j, nil
-}
-
-// FindDiscarded returns the newest discard record of id in queue.
-func (x Shared) FindDiscarded(ctx context.Context, queue, id string) (*broker.JobInfo, error) {
-	r, err := x.Discards.GetDiscarded(ctx, queue, id)
-	if err != nil || r == nil {
-		return nil, err
-	}
-	return FromDiscarded(r), nil
-}
-
-// PurgeDelayed deletes up to max pending timers (0: as many as were
-// pending when it started), earliest due first.
-func (x Shared) PurgeDelayed(ctx context.Context, k timers.Keys, max int) (int, error) {
-	return Purge(ctx, max, func(ctx context.Context, n int) (int64, int64, error) {
-		return timers.PurgeStep(ctx, x.Client, k, n)
-	})
-}
-
-// Purge calls step, which deletes up to n entries (n at most Step) and
+// purge calls step, which deletes up to n entries (n at most Step) and
 // reports how many it deleted and how many the structure held before,
 // until it deleted max entries (0: as many as the structure held when the
 // first step ran, so that producers adding as fast as it deletes cannot
 // keep it going) or the structure is empty.
-func Purge(ctx context.Context, max int, step func(ctx context.Context, n int) (deleted, held int64, err error)) (int, error) {
+func purge(ctx context.Context, max int, step func(ctx context.Context, n int) (deleted, held int64, err error)) (int, error) {
 	done, target := 0, max
 	for range MaxSteps {
 		n := Step
@@ -290,11 +222,11 @@ func Purge(ctx context.Context, max int, step func(ctx context.Context, n int) (
 	return done, fmt.Errorf("purge stopped after %d steps", MaxSteps)
 }
 
-// Find calls step from cursor "" on, each call looking at the next stretch
+// walk calls step from cursor "" on, each call looking at the next stretch
 // of a structure and returning the job it found or the cursor to go on
 // from ("" when the structure ends), until a step finds the job or the
 // structure ends.
-func Find(ctx context.Context, step func(ctx context.Context, cursor string) (*broker.JobInfo, string, error)) (*broker.JobInfo, error) {
+func walk(ctx context.Context, step func(ctx context.Context, cursor string) (*broker.JobInfo, string, error)) (*broker.JobInfo, error) {
 	cursor := ""
 	for range MaxSteps {
 		j, next, err := step(ctx, cursor)

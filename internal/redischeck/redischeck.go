@@ -34,7 +34,7 @@ func Check(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger, nam
 	var reply redis.Error
 	switch {
 	case err != nil && errors.As(err, &reply):
-		log.WarnContext(ctx, name+": cannot read the server version; assuming Redis 7.0 or later", "err", err)
+		log.WarnContext(ctx, name+": cannot read the server version; assuming Redis 7.0 or later", "error", err)
 	case err != nil:
 		return fmt.Errorf("%s: check: INFO server: %w", name, err)
 	default:
@@ -50,7 +50,7 @@ func Check(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger, nam
 	policy, err := rdb.ConfigGet(ctx, "maxmemory-policy").Result()
 	switch {
 	case err != nil:
-		log.DebugContext(ctx, name+": cannot read maxmemory-policy", "err", err)
+		log.DebugContext(ctx, name+": cannot read maxmemory-policy", "error", err)
 	case policy["maxmemory-policy"] != "" && policy["maxmemory-policy"] != "noeviction":
 		log.WarnContext(ctx, name+": redis maxmemory-policy is not noeviction; evicted leases or queue keys lose or duplicate jobs",
 			"maxmemory-policy", policy["maxmemory-policy"])

@@ -12,13 +12,16 @@ package registry
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/script"
 )
 
 // Key returns the registry's key under prefix.
@@ -34,16 +37,35 @@ const maxRemembered = 4096
 // It is safe for concurrent use.
 type Registry struct {
 	key   string
+	name  string
+	log   *slog.Logger
 	known sync.Map // queue name -> struct{}
 	n     atomic.Int64
+	// pausedUntil (unix ns) holds registrations off for a while after one
+	// failed (an ACL without SADD, a registry key of another type), so a
+	// hot enqueue path neither sends a doomed SADD nor logs a warning for
+	// every call.
+	pausedUntil atomic.Int64
 }
 
-// New returns the registry of prefix.
-func New(prefix string) *Registry { return &Registry{key: Key(prefix)} }
+// retryAfter is how long registrations pause after one failed.
+const retryAfter = time.Minute
 
-// Missing returns the queues of names this registry has not added yet,
+// New returns the registry of prefix for the driver called name ("list",
+// "stream"), which starts its warnings; log receives them (nil: nobody).
+func New(prefix, name string, log *slog.Logger) *Registry {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Registry{key: Key(prefix), name: name, log: log}
+}
+
+// missing returns the queues of names this registry has not added yet,
 // each once; nil when there is none (the common case, allocation-free).
-func (r *Registry) Missing(names ...string) []string {
+func (r *Registry) missing(names ...string) []string {
+	if p := r.pausedUntil.Load(); p != 0 && time.Now().UnixNano() < p {
+		return nil
+	}
 	var out []string
 	for _, q := range names {
 		if _, ok := r.known.Load(q); ok || slices.Contains(out, q) {
@@ -54,19 +76,89 @@ func (r *Registry) Missing(names ...string) []string {
 	return out
 }
 
-// Add queues the SADD of names on p; after p runs, Done(cmd, names) records
-// the outcome.
-func (r *Registry) Add(ctx context.Context, p redis.Pipeliner, names []string) *redis.IntCmd {
-	members := make([]any, len(names))
-	for i, q := range names {
-		members[i] = q
+// Pending returns the SADD of the queues of names this registry has not
+// added yet, for an enqueue to send on its own round trip; nil when there
+// is none (the common case, allocation-free). A nil *Pending sends and
+// records nothing, so callers need not test for it.
+func (r *Registry) Pending(names ...string) *Pending {
+	missing := r.missing(names...)
+	if missing == nil {
+		return nil
 	}
-	return p.SAdd(ctx, r.key, members...)
+	return &Pending{r: r, names: missing}
 }
 
-// Done remembers names as added when cmd succeeded, and returns cmd's
+// Pending is the SADD of queues an enqueue adds to the registry: queued on
+// the enqueue's pipeline by Add (or Also, or Run), its outcome recorded by
+// Done once the pipeline ran.
+type Pending struct {
+	r     *Registry
+	names []string
+	cmd   *redis.IntCmd
+}
+
+// Add queues the SADD on p.
+func (a *Pending) Add(ctx context.Context, p redis.Pipeliner) {
+	if a == nil {
+		return
+	}
+	members := make([]any, len(a.names))
+	for i, q := range a.names {
+		members[i] = q
+	}
+	a.cmd = p.SAdd(ctx, a.r.key, members...)
+}
+
+// Also returns Add as the extra commands of script.Script.RunPipelined:
+// none for a nil a.
+func (a *Pending) Also(ctx context.Context) []func(redis.Pipeliner) {
+	if a == nil {
+		return nil
+	}
+	return []func(redis.Pipeliner){func(p redis.Pipeliner) { a.Add(ctx, p) }}
+}
+
+// Run runs one call of s (as s.Run does), with the SADD on the same round
+// trip when a is not nil, and records the SADD's outcome (Done).
+func (a *Pending) Run(ctx context.Context, c redis.UniversalClient, s *script.Script, keys []string, args ...any) (any, error) {
+	if a == nil {
+		return s.Run(ctx, c, keys, args...)
+	}
+	call := &script.Call{Keys: keys, Args: args}
+	s.RunPipelined(ctx, c, []*script.Call{call}, a.Also(ctx)...)
+	a.Done(ctx)
+	return call.Val, call.Err
+}
+
+// Done records the outcome of the SADD, once the pipeline it was queued on
+// ran, and reports whether the queues were added (true for a nil a). The
+// enqueue's messages are stored whatever it was, so a failure is logged,
+// not returned (the caller must not enqueue them again); the queues are
+// added again on the next enqueue.
+func (a *Pending) Done(ctx context.Context) bool {
+	if a == nil {
+		return true
+	}
+	if a.cmd == nil {
+		return false // never queued: nothing was sent
+	}
+	if err := a.r.done(a.cmd, a.names); err != nil {
+		a.r.failed(ctx, a.names, err)
+		return false
+	}
+	return true
+}
+
+// failed logs a registration that failed and pauses registrations.
+func (r *Registry) failed(ctx context.Context, names []string, err error) {
+	r.pausedUntil.Store(time.Now().Add(retryAfter).UnixNano())
+	r.log.WarnContext(ctx, r.name+": could not add queues to the registry; Inspector.Queues misses them until a later call adds them (tried again in a minute)",
+		"queues", names, "error", err)
+}
+
+// done remembers names as added when cmd succeeded, and returns cmd's
 // error otherwise (then the names are added again next time).
-func (r *Registry) Done(cmd *redis.IntCmd, names []string) error {
+func (r *Registry) done(cmd *redis.IntCmd, names []string) error {
 	if err := cmd.Err(); err != nil {
 		return fmt.Errorf("register queues: %w", err)
 	}
@@ -82,12 +174,15 @@ func (r *Registry) Done(cmd *redis.IntCmd, names []string) error {
 }
 
 // Ensure adds queue unless this registry already did: one SADD the first
-// time, nothing after.
-func (r *Registry) Ensure(ctx context.Context, c redis.Cmdable, queue string) error {
-	if _, ok := r.known.Load(queue); ok {
-		return nil
+// time, nothing after. A failure is logged, not returned: the registry
+// serves the Inspector, and must not keep a consumer from opening.
+func (r *Registry) Ensure(ctx context.Context, c redis.Cmdable, queue string) {
+	if r.missing(queue) == nil {
+		return
 	}
-	return r.Done(c.SAdd(ctx, r.key, queue), []string{queue})
+	if err := r.done(c.SAdd(ctx, r.key, queue), []string{queue}); err != nil {
+		r.failed(ctx, []string{queue}, err)
+	}
 }
 
 // Queues returns the registered queues of prefix, sorted. Members that are

@@ -1,11 +1,15 @@
 package registry
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -19,26 +23,54 @@ func done(err error) *redis.IntCmd {
 	return cmd
 }
 
-func TestMissingAndDone(t *testing.T) {
+func TestPendingAndDone(t *testing.T) {
 	t.Parallel()
-	r := New("p")
-	if got := r.Missing("a", "b", "a"); !slices.Equal(got, []string{"a", "b"}) {
-		t.Fatalf("Missing of a new registry = %q, want [a b], each once", got)
+	ctx := context.Background()
+	var logs bytes.Buffer
+	r := New("p", "list", slog.New(slog.NewTextHandler(&logs, nil)))
+	a := r.Pending("a", "b", "a")
+	if a == nil || !slices.Equal(a.names, []string{"a", "b"}) {
+		t.Fatalf("Pending of a new registry = %+v, want [a b], each once", a)
 	}
-	if err := r.Done(done(errors.New("refused")), []string{"a", "b"}); err == nil {
-		t.Fatal("Done of a failed SADD: nil error")
+	if a.Done(ctx) {
+		t.Fatal("Done of an SADD never queued: true")
 	}
-	if got := r.Missing("a"); !slices.Equal(got, []string{"a"}) {
-		t.Fatalf("after a failed SADD Missing = %q, want a again", got)
+	a.cmd = done(errors.New("refused"))
+	if a.Done(ctx) {
+		t.Fatal("Done of a failed SADD: true")
 	}
-	if err := r.Done(done(nil), []string{"a", "b"}); err != nil {
-		t.Fatal(err)
+	if got := logs.String(); !strings.Contains(got, "list: could not add queues to the registry") || !strings.Contains(got, "refused") {
+		t.Fatalf("a failed SADD logged %q, want the driver's warning with the error", got)
 	}
-	if got := r.Missing("a", "b"); got != nil {
-		t.Fatalf("after a good SADD Missing = %q, want nil", got)
+	if got := r.Pending("a"); got != nil {
+		t.Fatalf("right after a failed SADD Pending = %+v, want nil (paused)", got)
 	}
-	if got := r.Missing("b", "c"); !slices.Equal(got, []string{"c"}) {
-		t.Fatalf("Missing(b, c) = %q, want [c]", got)
+	r.pausedUntil.Store(time.Now().Add(-time.Second).UnixNano()) // the pause is over
+	if got := r.Pending("a"); got == nil || !slices.Equal(got.names, []string{"a"}) {
+		t.Fatalf("after the pause Pending = %+v, want a again", got)
+	}
+	a.cmd = done(nil)
+	if !a.Done(ctx) {
+		t.Fatal("Done of a good SADD: false")
+	}
+	if got := r.Pending("a", "b"); got != nil {
+		t.Fatalf("after a good SADD Pending = %+v, want nil", got)
+	}
+	if got := r.Pending("b", "c"); got == nil || !slices.Equal(got.names, []string{"c"}) {
+		t.Fatalf("Pending(b, c) = %+v, want [c]", got)
+	}
+}
+
+// A nil *Pending (nothing to add) sends and records nothing.
+func TestNilPending(t *testing.T) {
+	t.Parallel()
+	var a *Pending
+	a.Add(context.Background(), nil) // must not touch the (nil) pipeline
+	if also := a.Also(context.Background()); also != nil {
+		t.Fatalf("Also of nil = %d funcs, want none", len(also))
+	}
+	if !a.Done(context.Background()) {
+		t.Fatal("Done of nil: false, want true")
 	}
 }
 
@@ -46,19 +78,19 @@ func TestMissingAndDone(t *testing.T) {
 // added every time (correct, only dearer), and memory stays bounded.
 func TestRememberedIsCapped(t *testing.T) {
 	t.Parallel()
-	r := New("p")
+	r := New("p", "list", slog.New(slog.DiscardHandler))
 	names := make([]string, maxRemembered+10)
 	for i := range names {
 		names[i] = fmt.Sprintf("q%d", i)
 	}
-	if err := r.Done(done(nil), names); err != nil {
+	if err := r.done(done(nil), names); err != nil {
 		t.Fatal(err)
 	}
 	if n := r.n.Load(); n != maxRemembered {
 		t.Fatalf("remembered %d names, want the cap %d", n, maxRemembered)
 	}
-	if got := r.Missing(names...); len(got) != 10 {
-		t.Fatalf("Missing after the cap = %d names, want the 10 past it", len(got))
+	if got := r.Pending(names...); got == nil || len(got.names) != 10 {
+		t.Fatalf("Pending after the cap = %+v, want the 10 names past it", got)
 	}
 }
 

@@ -26,9 +26,6 @@ if not d or d ~= ARGV[2] or redis.call('ZREM', lease, v) == 0 then
 end
 local inc = tonumber(ARGV[4])
 v = build(d + 1, a + inc, r, tail)
-if inc > 0 then
-  redis.call('HINCRBY', KEYS[5], 'failed', 1)
-end
 local tid
 if at > now_ms() then
   tid = timer_free(delayed, id)
@@ -39,5 +36,10 @@ if tid then
   timer_wake(delayed, head, ARGV[3])
 else
   redis.call('LPUSH', ready, v)
+end
+-- Counted last: a counter that cannot be incremented (a key of another
+-- type) must not abort the script between the ZREM and the push.
+if inc > 0 then
+  redis.call('HINCRBY', KEYS[5], 'failed', 1)
 end
 return 'OK'

@@ -62,17 +62,6 @@ if redis.call('EXISTS', stream) == 0 then
 end
 local exists = true
 
-local function body(fields)
-  if fields then
-    for j = 1, #fields, 2 do
-      if fields[j] == 'm' then
-        return fields[j + 1]
-      end
-    end
-  end
-  return ''
-end
-
 local out = {'', -1, 0, 0, 0}
 local got = 0
 -- Triples of the entries to deliver, appended to out after the IDs.
@@ -108,7 +97,7 @@ if ARGV[5] ~= '' then
     if p then
       count = p[4]
     end
-    local m = body(e[2])
+    local m = entry_body(e[2])
     -- Lease expiries so far: those of earlier entries of this message,
     -- carried in the stored header, and this entry's (count - 1).
     local d, a, rec, pos = string.match(m, '^1,(%d+),(%d+),(%d+),()')
@@ -158,7 +147,7 @@ if exists and got == 0 then
     for _, e in ipairs(r[1][2]) do
       ds[#ds + 1] = e[1]
       ds[#ds + 1] = 1
-      ds[#ds + 1] = body(e[2])
+      ds[#ds + 1] = entry_body(e[2])
       got = got + 1
     end
   end

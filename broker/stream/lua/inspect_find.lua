@@ -27,16 +27,12 @@ if mode == 'ready' then
   if cursor == '' then
     cursor = last
   end
-  r = redis.call('XRANGE', stream, '(' .. cursor, '+', 'COUNT', n)
+  r = redis.call('XRANGE', stream, after_cursor(cursor), '+', 'COUNT', n)
 else
   if last == '0-0' then
     return {0, now, ''}
   end
-  local start = '-'
-  if cursor ~= '' then
-    start = '(' .. cursor
-  end
-  r = redis.call('XRANGE', stream, start, last, 'COUNT', n)
+  r = redis.call('XRANGE', stream, after_cursor(cursor), last, 'COUNT', n)
 end
 
 -- A stored message's tail starts "<len(id)>:<id>": comparing that much

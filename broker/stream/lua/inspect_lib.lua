@@ -1,5 +1,6 @@
 -- inspect_lib.lua: helpers of the stream driver's inspection scripts, put
--- in front of each of them (after internal/timers' lib.lua, for now_ms).
+-- in front of each of them (after internal/timers' lib.lua, for now_ms, and
+-- lib.lua, for entry_body, where a script reads entries).
 --
 -- A queue's stream holds only ready and in-flight entries (acked, retried
 -- and discarded entries are XDELed): the entries up to the group's
@@ -43,14 +44,11 @@ local function pending_count(stream, group)
   return p[1]
 end
 
--- entry_body returns the field "m" of an entry's fields, "" when it has none.
-local function entry_body(fields)
-  if fields then
-    for j = 1, #fields, 2 do
-      if fields[j] == 'm' then
-        return fields[j + 1]
-      end
-    end
+-- after_cursor is the XRANGE or XPENDING start just past the entry ID
+-- cursor; "" starts at the first entry.
+local function after_cursor(cursor)
+  if cursor == '' then
+    return '-'
   end
-  return ''
+  return '(' .. cursor
 end

@@ -30,28 +30,37 @@ if not last then
 end
 local pending = pending_count(stream, group)
 
+-- skip_past reads past k entries after cursor c, at most STEPS x STEP of
+-- them, with read(start, count) (entries or pending entries, each ID
+-- first), and returns the cursor it reached and how many are still to skip.
+local function skip_past(c, k, read)
+  for _ = 1, STEPS do
+    if k <= 0 then
+      break
+    end
+    local r = read(after_cursor(c), math.min(k, STEP))
+    if #r == 0 then
+      return c, 0
+    end
+    c = r[#r][1]
+    k = k - #r
+  end
+  return c, k
+end
+
 if mode == 'ready' then
   local total = math.max(0, redis.call('XLEN', stream) - pending)
   if cursor == '' then
     cursor = last
   end
-  for _ = 1, STEPS do
-    if skip <= 0 then
-      break
-    end
-    local r = redis.call('XRANGE', stream, '(' .. cursor, '+', 'COUNT', math.min(skip, STEP))
-    if #r == 0 then
-      skip = 0
-      break
-    end
-    cursor = r[#r][1]
-    skip = skip - #r
-  end
+  cursor, skip = skip_past(cursor, skip, function(start, n)
+    return redis.call('XRANGE', stream, start, '+', 'COUNT', n)
+  end)
   if skip > 0 then
     return {total, now, cursor, skip}
   end
   local out = {total, now, '', 0}
-  for _, e in ipairs(redis.call('XRANGE', stream, '(' .. cursor, '+', 'COUNT', lim)) do
+  for _, e in ipairs(redis.call('XRANGE', stream, after_cursor(cursor), '+', 'COUNT', lim)) do
     out[#out + 1] = e[1]
     out[#out + 1] = ''
     out[#out + 1] = -1
@@ -64,28 +73,14 @@ end
 if pending == 0 then
   return {0, now, '', 0}
 end
-local start = '-'
-if cursor ~= '' then
-  start = '(' .. cursor
-end
-for _ = 1, STEPS do
-  if skip <= 0 then
-    break
-  end
-  local r = redis.call('XPENDING', stream, group, start, '+', math.min(skip, STEP))
-  if #r == 0 then
-    skip = 0
-    break
-  end
-  cursor = r[#r][1]
-  start = '(' .. cursor
-  skip = skip - #r
-end
+cursor, skip = skip_past(cursor, skip, function(start, n)
+  return redis.call('XPENDING', stream, group, start, '+', n)
+end)
 if skip > 0 then
   return {pending, now, cursor, skip}
 end
 local out = {pending, now, '', 0}
-for _, p in ipairs(redis.call('XPENDING', stream, group, start, '+', lim)) do
+for _, p in ipairs(redis.call('XPENDING', stream, group, after_cursor(cursor), '+', lim)) do
   local e = redis.call('XRANGE', stream, p[1], p[1])[1]
   out[#out + 1] = p[1]
   out[#out + 1] = p[2]

@@ -50,7 +50,9 @@ func TestRegistryFailureIsNotFatal(t *testing.T) {
 			if err := rdb.Set(ctx, registry.Key(prefix), "not a set", 0).Err(); err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { rdb.Del(context.Background(), registry.Key(prefix)) })
+			t.Cleanup(func() {
+				rdb.Del(context.Background(), registry.Key(prefix), prefix+":{q2}:ready", prefix+":{q2}:stream")
+			})
 			logs := &lockedBuffer{}
 			logger := slog.New(slog.NewTextHandler(logs, nil))
 			var d broker.Driver
@@ -91,7 +93,6 @@ func TestRegistryFailureIsNotFatal(t *testing.T) {
 			if n, err := rdb.XLen(ctx, prefix+":{q2}:stream").Result(); name == "stream" && (err != nil || n != 5) {
 				t.Errorf("stream entries of q2: %d (%v), want 5", n, err)
 			}
-			rdb.Del(ctx, prefix+":{q2}:ready", prefix+":{q2}:stream")
 		})
 	}
 }

@@ -1,18 +1,28 @@
-// Command ordertimeout is a first, small version of Conveyor's order-timeout
-// demo: every order gets a payment timer keyed by its order ID; whichever of
-// "payment" and "timeout" moves the order out of "unpaid" first wins, and the
-// other finds nothing to do. A timed-out order is cancelled and its stock
-// returned.
+// Command ordertimeout is Conveyor's order-timeout demo (seeds 004 and 000).
+// Every order gets a payment timer keyed by its order ID; paying cancels the
+// timer; a timer that fires cancels the order and gives its stock back. The
+// payment and the timer race to move the order out of "unpaid", and an
+// atomic compare-and-set (lua/transition.lua) gives each race one winner.
 //
 //	go run ./examples/ordertimeout
 //
+// Four orders tell the story: 1001 is paid at once (the payment wins); 1002
+// is never paid (the timeout wins), and the stock service times out once,
+// so its timeout job is retried; 1003 is paid after its timer fired (the
+// timeout wins and the payment is refused); 1004's stock service is down
+// until the job runs out of attempts and lands in the discard queue, which
+// the demo reads through conveyor.Inspector and re-drives once the service
+// is repaired. Then twenty orders are paid within a few milliseconds of
+// their deadline, a photo finish, and the demo checks that each has exactly
+// one winner and that the stock adds up. It exits 1 if anything does not.
+//
 // It uses REDIS_URL, else a Redis on 127.0.0.1:6379, else an embedded
-// in-memory Redis (with a loud warning). It runs for a few seconds and exits.
+// in-memory Redis (with a loud warning); it deletes its keys before it exits.
 package main
 
 import (
 	"context"
-	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,15 +35,65 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor"
+	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/broker/list"
 	"github.com/conveyorq/conveyor/examples/internal/devredis"
+	"github.com/conveyorq/conveyor/retry"
 	"github.com/conveyorq/conveyor/worker"
 )
 
-//go:embed lua/transition.lua
-var transitionLua string
+const (
+	queue       = "orders"
+	kindTimeout = "order.timeout"
+	item        = "tea"
+	shelf       = 100 // units of tea at the start
+)
 
-var transition = redis.NewScript(transitionLua)
+// timerID is the business key of an order's payment timer: Cancel finds
+// the timer by it, with no ID of Conveyor's to store.
+func timerID(order string) string { return "order:" + order + ":timeout" }
+
+// timeoutArgs is the payload of an order's payment timer.
+type timeoutArgs struct {
+	OrderID string `json:"order_id"`
+}
+
+// config sets the demo's pace. Production would use a payment window of
+// 30 minutes and a retry policy of minutes; the demo uses seconds.
+type config struct {
+	// Window is how long an order waits for its payment. Defaults to 1.5s.
+	Window time.Duration
+	// RetryDelay is the wait before a failed timeout job runs again.
+	// Defaults to 200ms.
+	RetryDelay time.Duration
+	// MaxRuns caps the runs of a timeout job; a failure of the last run
+	// discards it. Defaults to 3.
+	MaxRuns int
+	// RaceOrders is how many orders take part in the photo finish.
+	// Defaults to 20.
+	RaceOrders int
+	// Prefix starts every key the demo writes. Defaults to a new one per run.
+	Prefix string
+}
+
+func (c config) withDefaults() config {
+	if c.Window == 0 {
+		c.Window = 1500 * time.Millisecond
+	}
+	if c.RetryDelay == 0 {
+		c.RetryDelay = 200 * time.Millisecond
+	}
+	if c.MaxRuns == 0 {
+		c.MaxRuns = 3
+	}
+	if c.RaceOrders == 0 {
+		c.RaceOrders = 20
+	}
+	if c.Prefix == "" {
+		c.Prefix = "ordertimeout-demo-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	}
+	return c
+}
 
 func main() {
 	ctx := context.Background()
@@ -43,7 +103,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "ordertimeout:", err)
 		os.Exit(1)
 	}
-	err = run(ctx, rdb, logger, os.Stdout, 1500*time.Millisecond)
+	err = run(ctx, rdb, logger, os.Stdout, config{})
 	cleanup()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ordertimeout:", err)
@@ -51,155 +111,321 @@ func main() {
 	}
 }
 
-// shop holds the demo's orders and stock, under a namespace of its own so the
-// demo can run against a Redis that holds other data.
-type shop struct {
-	rdb redis.UniversalClient
-	ns  string
+// demo is the running demo: the shop, the queue's client and inspector, and
+// what the handlers tell the main goroutine.
+type demo struct {
+	cfg    config
+	out    io.Writer
+	shop   *shop
+	stock  *stockService
+	client *conveyor.Client
+	insp   *conveyor.Inspector
+	events *latches
+
+	// story holds the orders whose every step is printed; the photo
+	// finish's orders are only counted.
+	story map[string]bool
+
+	mu          sync.Mutex
+	timeoutsWon map[string]bool // orders the timer cancelled
+	paymentsWon map[string]bool // orders the payment moved to paid
+	cancelled   map[string]bool // paid orders whose timer was cancelled before it fired
+	beaten      map[string]bool // paid orders whose timer fired and found them paid
 }
 
-func (s shop) orderKey(id string) string { return s.ns + ":order:" + id }
-func (s shop) stockKey() string          { return s.ns + ":stock" }
+// run plays the demo on rdb and prints what happens to w.
+func run(ctx context.Context, rdb redis.UniversalClient, logger *slog.Logger, w io.Writer, cfg config) error {
+	cfg = cfg.withDefaults()
+	s := newShop(rdb, cfg.Prefix)
+	defer cleanupKeys(context.WithoutCancel(ctx), rdb, cfg.Prefix)
 
-// move tries one state transition and reports whether it won.
-func (s shop) move(ctx context.Context, id, from, to string) (bool, error) {
-	n, err := transition.Run(ctx, s.rdb, []string{s.orderKey(id), s.stockKey()}, from, to).Int()
-	return n == 1, err
-}
-
-type timeoutArgs struct {
-	OrderID string `json:"order_id"`
-}
-
-// run plays the demo: two orders, one paid before its timer fires, one not.
-func run(ctx context.Context, rdb redis.UniversalClient, logger *slog.Logger, w io.Writer, paymentWindow time.Duration) error {
-	out := &syncWriter{w: w} // handlers print from their own goroutines
-	runID := strconv.FormatInt(time.Now().UnixNano(), 36)
-	s := shop{rdb: rdb, ns: "ordertimeout-demo:" + runID}
-	prefix := "ordertimeout-demo-" + runID
-	defer s.cleanupKeys(context.WithoutCancel(ctx), prefix)
-
-	d, err := list.New(rdb, &list.Config{Prefix: prefix, Logger: logger})
+	d, err := list.New(rdb, &list.Config{Prefix: cfg.Prefix, Logger: logger})
 	if err != nil {
 		return err
 	}
-	client, err := conveyor.NewClient(d, &conveyor.ClientConfig{DefaultQueue: "orders"})
+	client, err := conveyor.NewClient(d, &conveyor.ClientConfig{DefaultQueue: queue})
 	if err != nil {
 		return err
 	}
-
-	if err := rdb.HSet(ctx, s.stockKey(), "tea", 10).Err(); err != nil {
+	insp, err := conveyor.NewInspector(d, nil)
+	if err != nil {
 		return err
 	}
-	orders := []string{"1001", "1002"}
-	for _, id := range orders {
-		if err := rdb.HSet(ctx, s.orderKey(id), "state", "unpaid", "item", "tea").Err(); err != nil {
-			return err
-		}
-		if err := rdb.HIncrBy(ctx, s.stockKey(), "tea", -1).Err(); err != nil {
-			return err
-		}
-		_, err := client.Enqueue(ctx, "order.timeout", timeoutArgs{OrderID: id}, &conveyor.EnqueueOptions{
-			ID: "order:" + id + ":timeout", Delay: paymentWindow,
-		})
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "order %s created (unpaid); payment timer fires in %v\n", id, paymentWindow)
+	a := &demo{
+		cfg: cfg, out: &syncWriter{w: w}, shop: s, client: client, insp: insp, events: newLatches(),
+		// The stock service times out once for order 1002, and order 1004's
+		// warehouse is down until the demo repairs it.
+		stock:       newStockService(s, map[string]int{"1002": 1, "1004": outageUntilRepaired}),
+		story:       map[string]bool{"1001": true, "1002": true, "1003": true, "1004": true},
+		timeoutsWon: map[string]bool{}, paymentsWon: map[string]bool{},
+		cancelled: map[string]bool{}, beaten: map[string]bool{},
 	}
+	a.printf("ordertimeout: payment window %v; a failed timeout job runs again after %v, %d runs at most",
+		cfg.Window, cfg.RetryDelay, cfg.MaxRuns)
 
-	settled := make(chan string, len(orders))
+	// The worker side: one handler, a short retry policy, and a hook that
+	// sees every job the pool discards.
 	mux := worker.NewMux()
-	worker.Handle(mux, "order.timeout", func(ctx context.Context, job *conveyor.Job, a timeoutArgs) error {
-		won, err := s.move(ctx, a.OrderID, "unpaid", "cancelled")
-		if err != nil {
-			return err // retried with backoff
-		}
-		if won {
-			fmt.Fprintf(out, "order %s: timeout won, order cancelled and stock returned\n", a.OrderID)
-		} else {
-			fmt.Fprintf(out, "order %s: timer fired but the order was already paid; nothing to do\n", a.OrderID)
-		}
-		settled <- a.OrderID
-		return nil
+	worker.Handle(mux, kindTimeout, a.onTimeout)
+	pool, err := worker.NewPool(d, mux, &worker.Config{
+		Queue:       queue,
+		Concurrency: 8,
+		Retry:       &retry.Rules{Policy: retry.Constant(cfg.RetryDelay), MaxAttempts: cfg.MaxRuns},
+		OnDiscard:   a.onDiscard,
+		Logger:      logger,
 	})
-	pool, err := worker.NewPool(d, mux, &worker.Config{Queue: "orders", Concurrency: 4, Logger: logger})
 	if err != nil {
 		return err
 	}
-	poolCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	poolErr := make(chan error, 1)
-	go func() { poolErr <- pool.Run(poolCtx) }()
+	// Every wait below ends with an error when the pool stops early or the
+	// demo takes far longer than it should.
+	waitCtx, cancelWait := context.WithCancelCause(ctx)
+	defer cancelWait(nil)
+	waitCtx, cancelDeadline := context.WithTimeout(waitCtx, cfg.Window+time.Duration(cfg.MaxRuns)*cfg.RetryDelay+30*time.Second)
+	defer cancelDeadline()
+	poolCtx, stopPool := context.WithCancel(ctx)
+	defer stopPool()
+	poolDone := make(chan error, 1)
+	go func() {
+		err := pool.Run(poolCtx)
+		poolDone <- err
+		cancelWait(fmt.Errorf("the pool stopped: %v", err))
+	}()
+	stopped := false
+	defer func() {
+		if !stopped {
+			stopPool()
+			<-poolDone
+		}
+	}()
 
-	// Order 1001 is paid right away: the payment wins its race.
-	won, err := s.move(ctx, "1001", "unpaid", "paid")
-	if err != nil {
+	// The orders, each with its payment timer.
+	if err := s.setStock(ctx, item, shelf); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "order 1001: payment arrived; payment won the race: %v\n", won)
-	// Its timer is no longer needed. Cancel reports whether it was still
-	// pending; if it was not, the timer already fired and its handler finds
-	// the order paid, so either way the order stays paid.
-	cancelled, err := client.Cancel(ctx, "", "order:1001:timeout")
-	if err != nil {
-		return err
+	created := time.Now()
+	var race []string
+	for i := range cfg.RaceOrders {
+		race = append(race, strconv.Itoa(2001+i))
 	}
-	fmt.Fprintf(out, "order 1001: payment timer cancelled before it fired: %v\n", cancelled)
-	pending := 1
-	if !cancelled {
-		pending++
-	}
-	fmt.Fprintln(out, "order 1002: no payment; waiting for its timer...")
-
-	deadline := time.After(paymentWindow + 15*time.Second)
-	for range pending {
-		select {
-		case <-settled:
-		case err := <-poolErr:
-			return fmt.Errorf("pool stopped early: %w", err)
-		case <-deadline:
-			return errors.New("timers did not fire in time")
+	for _, id := range append([]string{"1001", "1002", "1003", "1004"}, race...) {
+		if err := a.createOrder(ctx, id); err != nil {
+			return err
 		}
 	}
-	stop()
-	if err := <-poolErr; err != nil {
+	a.printf("orders 2001-%d created too, for the photo finish", 2000+cfg.RaceOrders)
+
+	// Order 1001: paid at once. The payment wins.
+	if err := a.pay(ctx, "1001"); err != nil {
 		return err
 	}
-	for _, id := range orders {
-		state, err := rdb.HGet(ctx, s.orderKey(id), "state").Result()
+
+	// The photo finish: each customer pays at a moment spread over a tenth
+	// of the window either side of the deadline, so some payments come in
+	// just before the timer fires and some just after.
+	spread := cfg.Window / 10
+	raceErrs := make(chan error, len(race))
+	var customers sync.WaitGroup
+	for i, id := range race {
+		offset := -spread + time.Duration(i)*2*spread/time.Duration(max(len(race)-1, 1))
+		customers.Go(func() {
+			t := time.NewTimer(time.Until(created.Add(cfg.Window + offset)))
+			defer t.Stop()
+			select {
+			case <-waitCtx.Done():
+				raceErrs <- context.Cause(waitCtx)
+				return
+			case <-t.C:
+			}
+			raceErrs <- a.pay(ctx, id)
+		})
+	}
+	defer func() {
+		cancelWait(errors.New("the demo ended"))
+		customers.Wait()
+	}()
+
+	// Order 1003: its payment comes after the timer fired. The timeout won.
+	if err := a.events.wait(waitCtx, "1003 cancelled"); err != nil {
+		return err
+	}
+	if err := a.pay(ctx, "1003"); err != nil {
+		return err
+	}
+
+	// Order 1004: the stock service is down for it on every run, so the
+	// pool discards its job. An operator finds it in the discard queue,
+	// repairs the service and re-drives the job.
+	if err := a.events.wait(waitCtx, "1004 discarded"); err != nil {
+		return err
+	}
+	if err := a.showQueue(ctx); err != nil {
+		return err
+	}
+	a.stock.Repair("1004")
+	// Printed first: the re-driven job may run before Redrive returns.
+	a.printf("order 1004: the stock service is repaired; re-driving %s with Inspector.Redrive", timerID("1004"))
+	n, err := insp.Redrive(ctx, queue, broker.DiscardFilter{ID: timerID("1004")}, 0)
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return fmt.Errorf("Inspector.Redrive moved %d jobs, want 1", n)
+	}
+
+	for _, e := range []string{"1002 stock returned", "1003 stock returned", "1004 stock returned"} {
+		if err := a.events.wait(waitCtx, e); err != nil {
+			return err
+		}
+	}
+	customers.Wait()
+	close(raceErrs)
+	for err := range raceErrs {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "final: order %s is %s\n", id, state)
 	}
-	stock, err := rdb.HGet(ctx, s.stockKey(), "tea").Result()
-	if err != nil {
+	// Timers a late payment could not cancel have fired: wait until their
+	// jobs have run and nothing is left in the queue.
+	if err := a.waitDrained(waitCtx); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "final: tea in stock: %s (10, minus the paid order)\n", stock)
+	stopped = true
+	stopPool()
+	if err := <-poolDone; err != nil {
+		return err
+	}
+	return a.check(ctx, race)
+}
+
+// createOrder records an unpaid order and starts its payment timer.
+func (a *demo) createOrder(ctx context.Context, id string) error {
+	if err := a.shop.createOrder(ctx, id, item); err != nil {
+		return err
+	}
+	_, err := a.client.Enqueue(ctx, kindTimeout, timeoutArgs{OrderID: id}, &conveyor.EnqueueOptions{
+		ID: timerID(id), Delay: a.cfg.Window,
+	})
+	if err != nil {
+		return fmt.Errorf("order %s: payment timer: %w", id, err)
+	}
+	if a.story[id] {
+		a.printf("order %s created (unpaid); payment timer %s fires in %v", id, timerID(id), a.cfg.Window)
+	}
 	return nil
 }
 
-// cleanupKeys removes what the demo wrote, so running it against a real Redis
-// leaves nothing behind.
-func (s shop) cleanupKeys(ctx context.Context, prefix string) {
-	for _, pattern := range []string{s.ns + ":*", prefix + ":*"} {
-		iter := s.rdb.Scan(ctx, 0, pattern, 100).Iterator()
-		for iter.Next(ctx) {
-			s.rdb.Del(ctx, iter.Val())
+// pay is the payment arriving: it moves the order to paid if the timer has
+// not cancelled it, and then cancels the timer.
+func (a *demo) pay(ctx context.Context, id string) error {
+	won, state, err := a.shop.transition(ctx, id, unpaid, paid)
+	if err != nil {
+		return err
+	}
+	if !won {
+		if a.story[id] {
+			a.printf("order %s: payment arrived, but the timeout won the race: the order is %s; payment refused", id, state)
+		}
+		return nil
+	}
+	a.mu.Lock()
+	a.paymentsWon[id] = true
+	a.mu.Unlock()
+	// Cancel reports whether the timer was still pending. If it was not, it
+	// fired already, and its job will find the order paid: either way the
+	// order stays paid.
+	cancelledTimer, err := a.client.Cancel(ctx, "", timerID(id))
+	if err != nil {
+		return fmt.Errorf("order %s: cancel timer: %w", id, err)
+	}
+	a.mu.Lock()
+	a.cancelled[id] = cancelledTimer
+	a.mu.Unlock()
+	if a.story[id] {
+		a.printf("order %s: payment arrived: the payment won the race; timer cancelled before it fired: %v", id, cancelledTimer)
+	}
+	return nil
+}
+
+// onTimeout runs when an order's payment timer fires. It cancels the order
+// if it is still unpaid, then gives its stock back. The two steps are apart
+// (the stock goes back through a service that can fail) and each is safe to
+// repeat, so a run that failed half-way is simply run again.
+func (a *demo) onTimeout(ctx context.Context, job *conveyor.Job, t timeoutArgs) error {
+	id, runNo := t.OrderID, job.Attempt+1
+	won, state, err := a.shop.transition(ctx, id, unpaid, cancelled)
+	if err != nil {
+		return err // retried by the pool's rules
+	}
+	switch {
+	case won:
+		a.mu.Lock()
+		a.timeoutsWon[id] = true
+		a.mu.Unlock()
+		if a.story[id] {
+			a.printf("order %s: payment timer fired: the timeout won the race; order cancelled", id)
+		}
+		a.events.fire(id + " cancelled")
+	case state == paid:
+		a.mu.Lock()
+		a.beaten[id] = true
+		a.mu.Unlock()
+		if a.story[id] {
+			a.printf("order %s: payment timer fired, but the order is paid; nothing to do", id)
+		}
+		return nil
+	case state != cancelled:
+		return conveyor.SkipRetry(fmt.Errorf("order %s is %q", id, state)) // no retry can help
+	}
+	// The order is cancelled, by this run or an earlier one: its stock must
+	// go back.
+	returned, err := a.stock.Return(ctx, id)
+	if err != nil {
+		if a.story[id] {
+			next := fmt.Sprintf("retried in %v", a.cfg.RetryDelay)
+			if runNo >= a.cfg.MaxRuns {
+				next = "no runs left"
+			}
+			a.printf("order %s: run %d of %d failed: %v; %s", id, runNo, a.cfg.MaxRuns, err, next)
+		}
+		return err
+	}
+	if a.story[id] {
+		if returned {
+			a.printf("order %s: stock returned (run %d of %d)", id, runNo, a.cfg.MaxRuns)
+		} else {
+			a.printf("order %s: stock was already returned (run %d of %d)", id, runNo, a.cfg.MaxRuns)
 		}
 	}
+	a.events.fire(id + " stock returned")
+	return nil
 }
 
-// syncWriter serialises writes from several goroutines.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+// onDiscard is the pool's OnDiscard hook: the job is in the discard queue.
+func (a *demo) onDiscard(_ context.Context, job *conveyor.Job, reason string) {
+	var t timeoutArgs
+	if err := decodeArgs(job, &t); err != nil {
+		a.printf("job %s discarded: %s", job.ID, reason)
+		return
+	}
+	a.printf("order %s: job %s discarded after %d runs: %s", t.OrderID, job.ID, job.Attempt+1, reason)
+	a.events.fire(t.OrderID + " discarded")
 }
 
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
+func (a *demo) printf(format string, args ...any) {
+	fmt.Fprintf(a.out, format+"\n", args...)
+}
+
+// decodeArgs reads a job's JSON payload.
+func decodeArgs(job *conveyor.Job, v any) error {
+	return json.Unmarshal(job.Payload, v)
+}
+
+// cleanupKeys removes what the demo wrote, so that running it against a
+// real Redis leaves nothing behind.
+func cleanupKeys(ctx context.Context, rdb redis.UniversalClient, prefix string) {
+	iter := rdb.Scan(ctx, 0, prefix+":*", 100).Iterator()
+	for iter.Next(ctx) {
+		rdb.Del(ctx, iter.Val())
+	}
 }

@@ -4,6 +4,7 @@
 #   make test            go vet + go test -race ./... against a real Redis
 #   make test-cluster    the broker tests against a throwaway 3-master Redis Cluster
 #   make bench           the benchmarks of broker/ and worker/ (no -race)
+#   make compare         bench/compare: Conveyor against asynq, side by side (minutes; not in make test)
 #   make vet             go vet ./...
 #
 # Variables (make test PKGS=./broker/list/... GOTESTFLAGS='-count=1 -run TestX'):
@@ -12,6 +13,7 @@
 #   BENCH_PKGS           packages for bench (default . ./broker/... ./worker/... ./delay/...)
 #   BENCH, BENCHTIME     -bench regexp (default .) and -benchtime (default 1s)
 #   GOTESTFLAGS          extra go test flags, split on spaces
+#   COMPARE_FLAGS        flags for bench/compare, split on spaces (e.g. '-rounds 3')
 #   CONVEYOR_TEST_REDIS_URL   Redis to use when it answers (default redis://127.0.0.1:6379/0)
 #   CONVEYOR_CLUSTER_PORT     first cluster port (default 7101; the next two are used too)
 #   CONVEYOR_NO_INSTALL=1     never install redis-server
@@ -22,8 +24,9 @@ BENCH_PKGS ?= . ./broker/... ./worker/... ./delay/...
 BENCH ?= .
 BENCHTIME ?= 1s
 GOTESTFLAGS ?=
+COMPARE_FLAGS ?=
 
-.PHONY: test test-cluster bench vet
+.PHONY: test test-cluster bench compare vet
 
 test:
 	TEST_PKGS='$(PKGS)' GOTESTFLAGS='$(GOTESTFLAGS)' bash scripts/test.sh
@@ -33,6 +36,9 @@ test-cluster:
 
 bench:
 	BENCH_PKGS='$(BENCH_PKGS)' BENCH='$(BENCH)' BENCHTIME='$(BENCHTIME)' GOTESTFLAGS='$(GOTESTFLAGS)' bash scripts/bench.sh
+
+compare:
+	COMPARE_FLAGS='$(COMPARE_FLAGS)' bash bench/compare/run.sh
 
 vet:
 	go vet $(PKGS)

@@ -1,0 +1,101 @@
+package benchkit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// serving is a Target's pool running in the background.
+type serving struct {
+	cancel context.CancelFunc
+	errc   chan error
+	err    error
+	done   bool
+}
+
+func serve(ctx context.Context, t Target, concurrency int, h func([]byte)) *serving {
+	ctx, cancel := context.WithCancel(ctx)
+	s := &serving{cancel: cancel, errc: make(chan error, 1)}
+	go func() { s.errc <- t.Serve(ctx, concurrency, h) }()
+	return s
+}
+
+// stop stops the pool and waits for it.
+func (s *serving) stop() error {
+	s.cancel()
+	if !s.done {
+		s.err, s.done = <-s.errc, true
+	}
+	return s.err
+}
+
+// wait waits for ch, failing when the pool stops first, ctx ends or
+// timeout passes.
+func (s *serving) wait(ctx context.Context, ch <-chan struct{}, timeout time.Duration, what string) error {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-ch:
+		return nil
+	case err := <-s.errc:
+		s.err, s.done = err, true
+		if err == nil {
+			err = errors.New("returned nil")
+		}
+		return fmt.Errorf("benchkit: pool stopped while waiting for %s: %w", what, err)
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return fmt.Errorf("benchkit: timed out after %s waiting for %s", timeout, what)
+	}
+}
+
+// warmUp enqueues one job stamped 0 and waits until the pool has run it,
+// so that measurements start with the pool fetching.
+func warmUp(ctx context.Context, e *Env, t Target, s *serving, handled *tally) error {
+	if err := t.Enqueue(ctx, make([]byte, e.Cfg.Payload)); err != nil {
+		return fmt.Errorf("benchkit: warm-up enqueue: %w", err)
+	}
+	return s.wait(ctx, handled.reached(1), 30*time.Second, "the warm-up job")
+}
+
+// preload enqueues n jobs in batches of 1000, untimed.
+func preload(ctx context.Context, e *Env, t Target, n int, label string) error {
+	var done atomic.Int64
+	stop := e.progress(label+" (preload)", n, &done)
+	defer stop()
+	p := e.payload(1)
+	batch := make([][]byte, 0, 1000)
+	for i := 0; i < n; i += 1000 {
+		batch = batch[:0]
+		for range min(1000, n-i) {
+			batch = append(batch, p)
+		}
+		if err := t.EnqueueMany(ctx, batch); err != nil {
+			return fmt.Errorf("benchkit: preload: %w", err)
+		}
+		done.Add(int64(len(batch)))
+	}
+	return nil
+}
+
+// sleep waits for d, failing only when the pool stops first or ctx ends.
+func (s *serving) sleep(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case err := <-s.errc:
+		s.err, s.done = err, true
+		if err == nil {
+			err = errors.New("returned nil")
+		}
+		return fmt.Errorf("benchkit: pool stopped while idle: %w", err)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -234,7 +234,10 @@ func deadRecords(t *testing.T, e env, queue string) []codec.Discarded {
 
 // runUntilDiscarded runs a pool with h until the queue's discard queue holds
 // want entries, then returns them.
-func runUntilDiscarded(t *testing.T, e env, h conveyor.Handler, cfg *worker.Config, want int) []codec.Discarded {
+// runUntilDiscarded runs a pool for h until the discard queue holds want
+// records and every channel of also is closed (other jobs done), then stops
+// it and returns the records.
+func runUntilDiscarded(t *testing.T, e env, h conveyor.Handler, cfg *worker.Config, want int, also ...<-chan struct{}) []codec.Discarded {
 	t.Helper()
 	p, err := worker.NewPool(e.d, h, cfg)
 	if err != nil {
@@ -261,6 +264,9 @@ func runUntilDiscarded(t *testing.T, e env, h conveyor.Handler, cfg *worker.Conf
 		_ = e.rdb.Do(ctx, "BLMOVE", key, key, "RIGHT", "RIGHT", "0.2").Err()
 		cancel()
 	}
+	for _, ch := range also {
+		waitFor(t, "the other jobs", time.Until(deadline), ch)
+	}
 	stop()
 	return deadRecords(t, e, cfg.Queue)
 }
@@ -274,9 +280,12 @@ func TestBadJobsDoNotStopThePool(t *testing.T) {
 			ctx := context.Background()
 			type order struct{ ID int }
 			var good atomic.Int32
+			goodDone := make(chan struct{})
 			mux := worker.NewMux()
 			worker.Handle(mux, "order", func(ctx context.Context, job *conveyor.Job, o order) error {
-				good.Add(1)
+				if good.Add(1) == 2 {
+					close(goodDone)
+				}
 				return nil
 			})
 			mux.HandleFunc("panics", func(ctx context.Context, job *conveyor.Job) error { panic("boom") })
@@ -291,7 +300,9 @@ func TestBadJobsDoNotStopThePool(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			dead := runUntilDiscarded(t, e, mux, &worker.Config{Queue: "q", MaxAttempts: 1}, 3)
+			// Stop once the bad jobs are discarded and the good ones ran:
+			// the discards may all land before a good job starts.
+			dead := runUntilDiscarded(t, e, mux, &worker.Config{Queue: "q", MaxAttempts: 1}, 3, goodDone)
 			reasons := map[string]string{}
 			for _, d := range dead {
 				var m broker.Message

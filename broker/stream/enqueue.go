@@ -11,6 +11,7 @@ import (
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/codec"
+	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/internal/registry"
 	"github.com/conveyorq/conveyor/internal/script"
 	"github.com/conveyorq/conveyor/internal/timers"
@@ -44,8 +45,8 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 		// both, and a drained stream is deleted with its group. So while the
 		// stream exists a plain XADD is as safe as the script and cheaper;
 		// NOMKSTREAM leaves a missing stream to the script, which creates it.
-		k := d.keys(msgs[0].Queue)
-		args := &redis.XAddArgs{Stream: k.stream, NoMkStream: true, Values: []any{"m", codec.Encode(msgs[0], 0)}}
+		stream := keys.Queue(d.cfg.Prefix, msgs[0].Queue).Part("stream")
+		args := &redis.XAddArgs{Stream: stream, NoMkStream: true, Values: []any{"m", codec.Encode(msgs[0], 0)}}
 		var err error
 		if add == nil {
 			err = d.rdb.XAdd(ctx, args).Err()
@@ -67,8 +68,8 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 		}
 	}
 	if single && len(msgs) <= maxBatch {
-		keys, args := d.enqueueCall(msgs)
-		v, err := add.Run(ctx, d.rdb, enqueueScript, keys, args...)
+		ks, args := d.enqueueCall(msgs)
+		v, err := add.Run(ctx, d.rdb, enqueueScript, ks, args...)
 		if err != nil {
 			return fmt.Errorf("stream: enqueue: %w", err)
 		}
@@ -90,8 +91,8 @@ func (d *Driver) enqueueMany(ctx context.Context, msgs []*broker.Message) error 
 		names = append(names, qm[0].Queue)
 		for len(qm) > 0 {
 			n := min(len(qm), maxBatch)
-			keys, args := d.enqueueCall(qm[:n])
-			calls = append(calls, &script.Call{Keys: keys, Args: args})
+			ks, args := d.enqueueCall(qm[:n])
+			calls = append(calls, &script.Call{Keys: ks, Args: args})
 			queues = append(queues, qm[0].Queue)
 			batches = append(batches, qm[:n])
 			qm = qm[n:]
@@ -114,12 +115,35 @@ func (d *Driver) enqueueMany(ctx context.Context, msgs []*broker.Message) error 
 }
 
 // enqueueCall returns enqueue.lua's KEYS and ARGV for msgs of one queue:
-// the group and the cap, then five items per message
-// (internal/timers.EnqueueArgs).
+// the group, the cap and the layout, then either each encoded message alone
+// (none is delayed or has a unique key: the usual batch, which the script
+// appends without reading anything else) or five items per message
+// (internal/timers.EnqueueArgs). The encoded messages share one buffer.
 func (d *Driver) enqueueCall(msgs []*broker.Message) ([]string, []any) {
-	k := d.keys(msgs[0].Queue)
-	args := make([]any, 0, 2+5*len(msgs))
-	args = append(args, d.cfg.Group, strconv.Itoa(d.cfg.MaxLen))
-	return timers.EnqueueArgs(k.timers, []string{k.stream, k.delayed, k.timers.Timers}, args, msgs,
-		func(m *broker.Message) []byte { return codec.Encode(m, 0) })
+	t := timers.QueueKeys(d.cfg.Prefix, msgs[0].Queue)
+	ks := []string{keys.Queue(d.cfg.Prefix, msgs[0].Queue).Part("stream"), t.Delayed, t.Timers}
+	size := 0
+	for _, m := range msgs {
+		size += codec.Size(m)
+	}
+	buf := make([]byte, 0, size)
+	encode := func(m *broker.Message) []byte {
+		start := len(buf)
+		buf = codec.Append(buf, m, 0)
+		// Capped, so that an append to one message's slice cannot overwrite
+		// the next message in the shared buffer.
+		return buf[start:len(buf):len(buf)]
+	}
+	maxLen := strconv.Itoa(d.cfg.MaxLen)
+	if timers.Plain(msgs) {
+		args := make([]any, 0, 3+len(msgs))
+		args = append(args, d.cfg.Group, maxLen, "1")
+		for _, m := range msgs {
+			args = append(args, encode(m))
+		}
+		return ks, args
+	}
+	args := make([]any, 0, 3+5*len(msgs))
+	args = append(args, d.cfg.Group, maxLen, "5")
+	return timers.EnqueueArgs(t, ks, args, msgs, encode)
 }

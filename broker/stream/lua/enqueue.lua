@@ -17,16 +17,21 @@
 --          holding a unique key, with a TTL
 -- ARGV[1]  consumer group name
 -- ARGV[2]  max length of the queue (stream entries + delayed), 0 = unlimited
--- ARGV[5k-2] .. ARGV[5k+2] for message k >= 1: run-at (unix ms, 0 = now),
---          message ID, encoded message, u: its unique key is KEYS[u] (0:
---          none), the unique key's TTL (ms)
+-- ARGV[3]  layout of the rest: "1" or "5" items per message
+--          "1": ARGV[k+3] for message k >= 1 is the encoded message, to be
+--          appended now with no unique key (the common case, sent without
+--          the four other items, which would cost per message on both sides)
+--          "5": ARGV[5k-1] .. ARGV[5k+3] for message k >= 1: run-at (unix
+--          ms, 0 = now), message ID, encoded message, u: its unique key is
+--          KEYS[u] (0: none), the unique key's TTL (ms)
 --
 -- Reply: the numbers k of the refused messages: k for a duplicate timer ID,
 -- -k for a held unique key (empty: all stored); or the error reply "CONVEYOR QUEUE_FULL <length> of <max>"
 -- and nothing is stored.
 -- Bounded: one iteration per message; the caller sends at most 512.
 local stream, delayed, timers, group = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
-local n = (#ARGV - 2) / 5
+local stride = tonumber(ARGV[3])
+local n = (#ARGV - 3) / stride
 
 local maxlen = tonumber(ARGV[2])
 if maxlen > 0 then
@@ -36,28 +41,45 @@ if maxlen > 0 then
   end
 end
 
-local now = now_ms()
-local head = timer_head(delayed)
+-- ensure_group creates the stream with its group when the stream is
+-- missing, before the first entry goes in.
+local function ensure_group()
+  if redis.call('EXISTS', stream) == 0 then
+    redis.call('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
+  end
+end
 
+if stride == 1 then
+  ensure_group()
+  for i = 4, #ARGV do
+    redis.call('XADD', stream, '*', 'm', ARGV[i])
+  end
+  return {}
+end
+
+local now, head -- read only when a message asks for a run-at
 local ready = false
 local dups, soonest = {}, nil
-for i = 3, #ARGV, 5 do
+for i = 4, #ARGV, 5 do
   local at, id, u = tonumber(ARGV[i]), ARGV[i + 1], tonumber(ARGV[i + 3])
-  local k = (i + 2) / 5
-  if at > now and redis.call('ZSCORE', delayed, id) then
+  local k = (i + 1) / 5
+  if at > 0 and not now then
+    now = now_ms()
+    head = timer_head(delayed)
+  end
+  local later = at > 0 and at > now
+  if later and redis.call('ZSCORE', delayed, id) then
     dups[#dups + 1] = k
   elseif u > 0 and not redis.call('SET', KEYS[u], id, 'NX', 'PX', ARGV[i + 4]) then
     dups[#dups + 1] = -k
-  elseif at > now then
+  elseif later then
     timer_put(delayed, timers, id, ARGV[i], ARGV[i + 2])
     if not soonest or at < soonest then
       soonest = at
     end
   else
     if not ready then
-      if redis.call('EXISTS', stream) == 0 then
-        redis.call('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
-      end
+      ensure_group()
       ready = true
     end
     redis.call('XADD', stream, '*', 'm', ARGV[i + 2])

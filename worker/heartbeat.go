@@ -58,6 +58,11 @@ func (p *Pool) extendRunning() {
 // its message asks for, raised to two heartbeats so the heartbeat can keep
 // it, or the pool's.
 func (p *Pool) leaseFor(d *broker.Delivery) time.Duration {
+	// Most jobs have no lease of their own: looking first spares the parse
+	// error VisibilityTimeoutOf would allocate for the missing header.
+	if _, set := d.Headers[conveyor.HeaderVisibilityTimeout]; !set {
+		return p.cfg.VisibilityTimeout
+	}
 	vt, ok := conveyor.VisibilityTimeoutOf(&d.Message)
 	if !ok {
 		return p.cfg.VisibilityTimeout

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -24,6 +25,8 @@ type benchOptions struct {
 	redisURL  string
 	json      bool
 	prefix    string
+	// cpuprofile names the file a CPU profile of the whole run goes to.
+	cpuprofile string
 }
 
 // defaultRedisURL is used when neither -redis nor REDIS_URL is set.
@@ -61,6 +64,7 @@ func parseBench(args []string, stderr io.Writer, getenv func(string) string) (*b
 	fs.StringVar(&workload, "workload", "all", "comma-separated workloads, or all: "+strings.Join(names, ", "))
 	fs.StringVar(&o.redisURL, "redis", defURL, "Redis URL (default from REDIS_URL)")
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON instead of a table")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the run (all workloads) to this file")
 	fs.StringVar(&o.prefix, "prefix", "", "key prefix of the run (default cvbench-<random>); its keys are deleted at the end")
 	fs.Usage = func() {
 		w := fs.Output()
@@ -147,6 +151,20 @@ func bench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) (err 
 		return err
 	}
 	defer done(&err)
+	if o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile)
+		if err != nil {
+			return fmt.Errorf("bench: cpuprofile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return fmt.Errorf("bench: cpuprofile: %w", err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			err = errors.Join(err, f.Close())
+		}()
+	}
 	var errs []error
 	for _, w := range o.workloads {
 		for _, d := range o.drivers {

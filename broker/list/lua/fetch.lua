@@ -34,6 +34,29 @@
 -- ready (internal/timers), which wakes a blocked consumer.
 
 local ready, lease = KEYS[1], KEYS[2]
+
+-- leased returns the set of the values leased so far (out[5], ...).
+local function leased(out)
+  local seen = {}
+  for i = 5, #out do
+    seen[out[i]] = true
+  end
+  return seen
+end
+
+-- back_from pushes vs[from], ..., vs[#vs] back to the front of ready, in
+-- order, but for the values in seen: a copy already leased stays leased
+-- once.
+local function back_from(vs, from, seen)
+  local back = {}
+  for j = #vs, from, -1 do
+    if not seen[vs[j]] then
+      back[#back + 1] = vs[j]
+    end
+  end
+  bulk('RPUSH', ready, back)
+end
+
 local max, vt = tonumber(ARGV[1]), tonumber(ARGV[2])
 local now = now_ms()
 
@@ -47,7 +70,7 @@ local score = tostring(deadline)
 local out = {deadline, -1, reclaimed, poisoned}
 local vs = redis.call('RPOP', ready, max)
 if vs then
-  local seen, zadd = {}, {}
+  local zadd = {}
   for i = 1, #vs do
     local v = vs[i]
     -- No rewrite: a new string per message is a copy, a hash of all of
@@ -61,32 +84,41 @@ if vs then
       -- alone: if it is poison, the jobs fetched with it must not die with
       -- it and be counted as recovered too. It and the rest go back to the
       -- front, in order.
-      local back = {}
-      for j = #vs, i, -1 do
-        if not seen[vs[j]] then -- a copy already leased stays leased once
-          back[#back + 1] = vs[j]
-        end
-      end
-      bulk('RPUSH', ready, back)
+      back_from(vs, i, leased(out))
       break
-    elseif not seen[v] then
-      seen[v] = true
+    else
       zadd[#zadd + 1] = score
       zadd[#zadd + 1] = v
       out[#out + 1] = v
       if rec ~= '0' then
-        local back = {}
-        for j = #vs, i + 1, -1 do
-          if not seen[vs[j]] then
-            back[#back + 1] = vs[j]
-          end
-        end
-        bulk('RPUSH', ready, back)
+        back_from(vs, i + 1, leased(out))
         break
       end
     end
   end
-  bulk('ZADD', lease, zadd)
+  -- ZADD counts the members it added: fewer than the values leased means
+  -- a value came twice (or is leased already), and only then is a set of
+  -- the values built to lease each once: a table insert per message,
+  -- for a case that needs a producer to store one message twice, is
+  -- otherwise paid on every fetch.
+  local added = 0
+  for i = 1, #zadd, CHUNK do
+    added = added + redis.call('ZADD', lease, unpack(zadd, i, math.min(i + CHUNK - 1, #zadd)))
+  end
+  if added < #out - 4 then
+    local seen, j = {}, 4
+    for i = 5, #out do
+      local v = out[i]
+      if not seen[v] then
+        seen[v] = true
+        j = j + 1
+        out[j] = v
+      end
+    end
+    for i = #out, j + 1, -1 do
+      out[i] = nil
+    end
+  end
 end
 
 if #out == 4 then

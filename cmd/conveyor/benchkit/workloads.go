@@ -253,6 +253,40 @@ func (s *samples) add(d time.Duration) {
 	s.mu.Unlock()
 }
 
+// stamped is a target being served by a handler that records, for every
+// job, the time since the stamp in its payload.
+type stamped struct {
+	s       *serving
+	lat     samples
+	handled tally
+	all     <-chan struct{} // closed once n jobs ran after the warm-up
+}
+
+// serveStamped serves t with such a handler and warms it up; the caller
+// stops r.s.
+func serveStamped(ctx context.Context, e *Env, t Target, n int) (*stamped, error) {
+	r := &stamped{lat: samples{d: make([]time.Duration, 0, n)}}
+	r.s = serve(ctx, t, e.Cfg.Concurrency, func(p []byte) {
+		now := time.Now()
+		if st := getStamp(p); st != 0 {
+			r.lat.add(e.sinceStamp(now, st))
+		}
+		r.handled.add()
+	})
+	if err := warmUp(ctx, e, t, r.s, &r.handled); err != nil {
+		return nil, errors.Join(err, r.s.stop())
+	}
+	r.all = r.handled.reached(int64(n) + 1)
+	return r, nil
+}
+
+// summary summarises the delays recorded so far.
+func (r *stamped) summary() Distribution {
+	r.lat.mu.Lock()
+	defer r.lat.mu.Unlock()
+	return Summarise(r.lat.d)
+}
+
 func latency(ctx context.Context, e *Env, f Factory, label string) (_ []Metric, err error) {
 	t, closeT, err := open(e, e.Redis, f, "latency")
 	if err != nil {
@@ -260,21 +294,12 @@ func latency(ctx context.Context, e *Env, f Factory, label string) (_ []Metric, 
 	}
 	defer func() { err = errors.Join(err, closeT()) }()
 	n := max(1, int(float64(e.Cfg.Rate)*e.Cfg.Duration.Seconds()))
-	lat := &samples{d: make([]time.Duration, 0, n)}
-	var handled tally
-	s := serve(ctx, t, e.Cfg.Concurrency, func(p []byte) {
-		now := time.Now()
-		if st := getStamp(p); st != 0 {
-			lat.add(e.sinceStamp(now, st))
-		}
-		handled.add()
-	})
-	defer func() { err = errors.Join(err, s.stop()) }()
-	if err := warmUp(ctx, e, t, s, &handled); err != nil {
+	r, err := serveStamped(ctx, e, t, n)
+	if err != nil {
 		return nil, err
 	}
-	all := handled.reached(int64(n) + 1)
-	stop := e.progress(label, n, &handled.n)
+	defer func() { err = errors.Join(err, r.s.stop()) }()
+	stop := e.progress(label, n, &r.handled.n)
 	defer stop()
 	// Jobs go out on a fixed schedule (job i at t0 + i/rate); a late send
 	// does not shift the ones after it, so the offered rate holds.
@@ -290,12 +315,10 @@ func latency(ctx context.Context, e *Env, f Factory, label string) (_ []Metric, 
 		}
 	}
 	sent := rate(n, time.Since(t0))
-	if err := s.wait(ctx, all, e.Cfg.Timeout, "every job to run"); err != nil {
+	if err := r.s.wait(ctx, r.all, e.Cfg.Timeout, "every job to run"); err != nil {
 		return nil, err
 	}
-	lat.mu.Lock()
-	d := Summarise(lat.d)
-	lat.mu.Unlock()
+	d := r.summary()
 	return []Metric{
 		{Name: "offered", Value: sent, Unit: "jobs/s"},
 		{Name: "p50", Value: ms(d.P50), Unit: "ms"},
@@ -316,20 +339,11 @@ func delayLateness(ctx context.Context, e *Env, f Factory, label string) (_ []Me
 	}
 	defer func() { err = errors.Join(err, closeT()) }()
 	n := e.Cfg.Timers
-	late := &samples{d: make([]time.Duration, 0, n)}
-	var handled tally
-	s := serve(ctx, t, e.Cfg.Concurrency, func(p []byte) {
-		now := time.Now()
-		if st := getStamp(p); st != 0 {
-			late.add(e.sinceStamp(now, st))
-		}
-		handled.add()
-	})
-	defer func() { err = errors.Join(err, s.stop()) }()
-	if err := warmUp(ctx, e, t, s, &handled); err != nil {
+	r, err := serveStamped(ctx, e, t, n)
+	if err != nil {
 		return nil, err
 	}
-	all := handled.reached(int64(n) + 1)
+	defer func() { err = errors.Join(err, r.s.stop()) }()
 	start := time.Now()
 	payloads := make([][]byte, n)
 	at := make([]time.Time, n)
@@ -350,14 +364,12 @@ func delayLateness(ctx context.Context, e *Env, f Factory, label string) (_ []Me
 	if took := time.Since(start); took >= delayLead {
 		return nil, fmt.Errorf("storing %d timers took %s, past the first due time; use fewer -timers", n, took)
 	}
-	stop := e.progress(label, n, &handled.n)
+	stop := e.progress(label, n, &r.handled.n)
 	defer stop()
-	if err := s.wait(ctx, all, delayLead+e.Cfg.Window+e.Cfg.Timeout, "every timer to run"); err != nil {
+	if err := r.s.wait(ctx, r.all, delayLead+e.Cfg.Window+e.Cfg.Timeout, "every timer to run"); err != nil {
 		return nil, err
 	}
-	late.mu.Lock()
-	d := Summarise(late.d)
-	late.mu.Unlock()
+	d := r.summary()
 	return []Metric{
 		{Name: "lateness p50", Value: ms(d.P50), Unit: "ms"},
 		{Name: "lateness p99", Value: ms(d.P99), Unit: "ms"},

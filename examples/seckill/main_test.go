@@ -365,13 +365,7 @@ func TestReportViolations(t *testing.T) {
 func TestReplayedCreateSchedulesNoSpareTimer(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, time.Minute)
-	cfg := config{Redis: redistest.Client(t), Prefix: redistest.Prefix(t), Items: 5, PaymentWindow: time.Minute}
-	sqliteDB.use(t, &cfg)
-	a, err := newApp(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.store.close()
+	a := testApp(ctx, t, config{Items: 5, PaymentWindow: time.Minute})
 	sale := a.cfg.Sale
 	if err := a.shop.open(ctx, sale, 5); err != nil {
 		t.Fatal(err)
@@ -461,13 +455,7 @@ func TestReplayedCreateSchedulesNoSpareTimer(t *testing.T) {
 func TestSettleCreatesNoStock(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 30*time.Second)
-	cfg := config{Redis: redistest.Client(t), Prefix: redistest.Prefix(t)}
-	sqliteDB.use(t, &cfg)
-	a, err := newApp(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.store.close()
+	a := testApp(ctx, t, config{})
 	sale, order := a.cfg.Sale, "o-1"
 	if err := a.rdb.HSet(ctx, a.shop.orderKey(order), "state", stateUnpaid, "sale", sale).Err(); err != nil {
 		t.Fatal(err)
@@ -507,13 +495,7 @@ func TestSettleCreatesNoStock(t *testing.T) {
 func TestDatabaseRefusesSecondOrderOfUser(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, time.Minute)
-	cfg := config{Redis: redistest.Client(t), Prefix: redistest.Prefix(t), Items: 5, PaymentWindow: time.Minute}
-	sqliteDB.use(t, &cfg)
-	a, err := newApp(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.store.close()
+	a := testApp(ctx, t, config{Items: 5, PaymentWindow: time.Minute})
 	sale := a.cfg.Sale
 	if err := a.shop.open(ctx, sale, 5); err != nil {
 		t.Fatal(err)
@@ -577,13 +559,7 @@ func TestDatabaseRefusesSecondOrderOfUser(t *testing.T) {
 func TestOpenTwiceRefused(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 30*time.Second)
-	cfg := config{Redis: redistest.Client(t), Prefix: redistest.Prefix(t)}
-	sqliteDB.use(t, &cfg)
-	a, err := newApp(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.store.close()
+	a := testApp(ctx, t, config{})
 	if r, err := a.shop.buy(ctx, a.cfg.Sale, "alice", "192.0.2.1"); err != nil || r.Outcome != notOpen {
 		t.Fatalf("buy before the sale opened: %+v, %v; want not open", r, err)
 	}
@@ -618,4 +594,18 @@ func TestConfigErrors(t *testing.T) {
 	if got := redactURL("postgres://u:secret@h/db"); strings.Contains(got, "secret") {
 		t.Errorf("redactURL kept the password: %s", got)
 	}
+}
+
+// testApp returns an app on cfg, with the test's Redis, key prefix and
+// SQLite database filled in; its store is closed when t ends.
+func testApp(ctx context.Context, t *testing.T, cfg config) *app {
+	t.Helper()
+	cfg.Redis, cfg.Prefix = redistest.Client(t), redistest.Prefix(t)
+	sqliteDB.use(t, &cfg)
+	a, err := newApp(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.store.close() })
+	return a
 }

@@ -34,31 +34,7 @@ if cap > 0 then
   end
 end
 
-local now, head -- read only when a message asks for a delay
-local push, dups, soonest = {}, {}, nil
-for i = 2, #ARGV, 5 do
-  local at, id, u = tonumber(ARGV[i]), ARGV[i + 1], tonumber(ARGV[i + 3])
-  local k = (i + 3) / 5
-  if at > 0 and not now then
-    now = now_ms()
-    head = timer_head(delayed)
-  end
-  local later = at > 0 and at > now
-  if later and redis.call('ZSCORE', delayed, id) then
-    dups[#dups + 1] = k
-  elseif u > 0 and not redis.call('SET', KEYS[u], id, 'NX', 'PX', ARGV[i + 4]) then
-    dups[#dups + 1] = -k
-  elseif later then
-    timer_put(delayed, timers, id, ARGV[i], ARGV[i + 2]) -- at as sent: a number would be formatted again
-    if not soonest or at < soonest then
-      soonest = at
-    end
-  else
-    push[#push + 1] = ARGV[i + 2]
-  end
-end
+local push = {}
+local dups = enqueue_each(delayed, timers, 2, function(v) push[#push + 1] = v end)
 bulk('LPUSH', ready, push)
-if soonest then
-  timer_wake(delayed, head, soonest)
-end
 return dups

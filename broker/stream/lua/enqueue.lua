@@ -57,35 +57,11 @@ if stride == 1 then
   return {}
 end
 
-local now, head -- read only when a message asks for a run-at
 local ready = false
-local dups, soonest = {}, nil
-for i = 4, #ARGV, 5 do
-  local at, id, u = tonumber(ARGV[i]), ARGV[i + 1], tonumber(ARGV[i + 3])
-  local k = (i + 1) / 5
-  if at > 0 and not now then
-    now = now_ms()
-    head = timer_head(delayed)
+return enqueue_each(delayed, timers, 4, function(v)
+  if not ready then
+    ensure_group()
+    ready = true
   end
-  local later = at > 0 and at > now
-  if later and redis.call('ZSCORE', delayed, id) then
-    dups[#dups + 1] = k
-  elseif u > 0 and not redis.call('SET', KEYS[u], id, 'NX', 'PX', ARGV[i + 4]) then
-    dups[#dups + 1] = -k
-  elseif later then
-    timer_put(delayed, timers, id, ARGV[i], ARGV[i + 2])
-    if not soonest or at < soonest then
-      soonest = at
-    end
-  else
-    if not ready then
-      ensure_group()
-      ready = true
-    end
-    redis.call('XADD', stream, '*', 'm', ARGV[i + 2])
-  end
-end
-if soonest then
-  timer_wake(delayed, head, soonest)
-end
-return dups
+  redis.call('XADD', stream, '*', 'm', v)
+end)

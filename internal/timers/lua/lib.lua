@@ -90,3 +90,42 @@ local function timer_free(delayed, id)
   end
   return nil
 end
+
+-- enqueue_each stores the messages of an enqueue call, given as 5 ARGV
+-- items each from ARGV[first] on: run-at (unix ms; 0: now), message ID,
+-- stored message, u (its unique key is KEYS[u]; 0: none), the unique key's
+-- TTL (ms). A message due later becomes a timer, refused when a pending
+-- timer has its ID; a unique key is claimed with SET NX PX, the message
+-- refused when it is held; every other message is handed to ready(v), in
+-- ARGV order. The promoters are woken when a timer became the earliest.
+-- Returns the numbers k (1-based) of the refused messages: k for a
+-- duplicate timer ID, -k for a held unique key.
+local function enqueue_each(delayed, timers, first, ready)
+  local now, head -- read only when a message asks for a run-at
+  local dups, soonest = {}, nil
+  for i = first, #ARGV, 5 do
+    local at, id, u = tonumber(ARGV[i]), ARGV[i + 1], tonumber(ARGV[i + 3])
+    local k = (i - first) / 5 + 1
+    if at > 0 and not now then
+      now = now_ms()
+      head = timer_head(delayed)
+    end
+    local later = at > 0 and at > now
+    if later and redis.call('ZSCORE', delayed, id) then
+      dups[#dups + 1] = k
+    elseif u > 0 and not redis.call('SET', KEYS[u], id, 'NX', 'PX', ARGV[i + 4]) then
+      dups[#dups + 1] = -k
+    elseif later then
+      timer_put(delayed, timers, id, ARGV[i], ARGV[i + 2]) -- at as sent: a number would be formatted again
+      if not soonest or at < soonest then
+        soonest = at
+      end
+    else
+      ready(ARGV[i + 2])
+    end
+  end
+  if soonest then
+    timer_wake(delayed, head, soonest)
+  end
+  return dups
+end

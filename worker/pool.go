@@ -51,6 +51,11 @@ type Pool struct {
 	suspects    int
 	suspectDone chan struct{}
 
+	// handlersCancelled is set once the pool cancels every running job's
+	// context (the grace is over); a job starting after that starts
+	// cancelled.
+	handlersCancelled atomic.Bool
+
 	cons     broker.Consumer
 	acks     *groupcommit.Committer[*broker.Delivery]
 	settling chan struct{} // bounds retries and discards in flight
@@ -140,9 +145,9 @@ func (p *Pool) Run(ctx context.Context) error {
 		p.markStopping()
 	}()
 	// Handlers keep ctx's values but not its cancellation: the pool decides
-	// when they stop (after the grace).
-	handlerCtx, cancelHandlers := context.WithCancelCause(context.WithoutCancel(ctx))
-	defer cancelHandlers(ErrShutdown)
+	// when they stop (after the grace), cancelling each job's context.
+	handlerCtx := context.WithoutCancel(ctx)
+	defer p.cancelRunning(ErrShutdown)
 
 	hbDone := make(chan struct{})
 	hbStopped := make(chan struct{})
@@ -160,7 +165,7 @@ func (p *Pool) Run(ctx context.Context) error {
 
 	promoterStopped := p.startPromoter(fetchCtx)
 	p.fetchLoop(fetchCtx, handlerCtx)
-	p.drain(cancelHandlers)
+	p.drain()
 	<-promoterStopped // it stops with fetching; waited for after the drain, which needs no Redis reply from it
 	p.acking.Wait()
 	close(ackDone)
@@ -301,11 +306,6 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 
 // work runs waiting jobs one at a time until fetching stops.
 func (p *Pool) work(ctx, handlerCtx context.Context, waiting <-chan *task, credits <-chan struct{}) {
-	// Each job's context derives from this worker's own: registering it
-	// with a context shared by every worker would serialise them all on
-	// that context's lock, twice a job.
-	handlerCtx, cancel := context.WithCancel(handlerCtx)
-	defer cancel()
 	for {
 		select {
 		case <-ctx.Done():
@@ -358,7 +358,7 @@ func (p *Pool) handBack(ts []*task) {
 
 // drain waits up to the grace for running jobs, then cancels the rest and
 // hands their jobs back at once.
-func (p *Pool) drain(cancelHandlers context.CancelCauseFunc) {
+func (p *Pool) drain() {
 	finished := make(chan struct{})
 	go func() {
 		p.wg.Wait()
@@ -387,7 +387,7 @@ func (p *Pool) drain(cancelHandlers context.CancelCauseFunc) {
 	p.mu.Unlock()
 	// Mark them released before cancelling: a handler that returns on the
 	// cancel must find its job handed back, not settle it as a failure.
-	cancelHandlers(ErrShutdown)
+	p.cancelRunning(ErrShutdown)
 	if len(ds) == 0 {
 		return
 	}
@@ -419,6 +419,23 @@ func (p *Pool) drain(cancelHandlers context.CancelCauseFunc) {
 	}
 }
 
+// cancelRunning cancels the context of every running job with cause, and of
+// every job that starts from now on. Job contexts derive from a context
+// that is never cancelled, so starting one registers nothing with a
+// parent: a parent shared by every job would take its lock twice a job.
+func (p *Pool) cancelRunning(cause error) {
+	p.handlersCancelled.Store(true)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, t := range p.running {
+		t.mu.Lock()
+		if t.cancel != nil {
+			t.cancel(cause)
+		}
+		t.mu.Unlock()
+	}
+}
+
 // handlerExitWait bounds how long Run waits, after the grace, for cancelled
 // handlers to return.
 const handlerExitWait = 5 * time.Second
@@ -432,6 +449,11 @@ func (p *Pool) run(base context.Context, t *task) {
 	t.mu.Lock()
 	t.cancel = cancel
 	t.mu.Unlock()
+	// After t.cancel is set: either cancelRunning finds it, or this sees
+	// the flag it sets first.
+	if p.handlersCancelled.Load() {
+		cancel(ErrShutdown)
+	}
 	if t.vt != p.cfg.VisibilityTimeout && p.d.Capabilities().Extend {
 		p.extend([]*task{t}, true) // the job's own lease from its start
 	}

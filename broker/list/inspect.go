@@ -35,7 +35,7 @@ var (
 	//go:embed lua/inspect_purge.lua
 	inspectPurgeLua string
 
-	inspectSizesScript = script.New("list.inspect_sizes", timers.Lib+discards.Lib+inspect.Lib+inspectSizesLua)
+	inspectSizesScript = script.New("list.inspect_sizes", inspectSizesLua, timers.Lib+discards.Lib+inspect.Lib)
 	inspectPageScript  = script.New("list.inspect_page", inspectPageLua)
 	inspectFindScript  = script.New("list.inspect_find", inspectFindLua)
 	inspectPurgeScript = script.New("list.inspect_purge", inspectPurgeLua)

@@ -63,22 +63,41 @@ func TestRoundTripFIFOAndKeysGone(t *testing.T) {
 	}
 }
 
+// TestBatchAckReportsOnlyTheLost: a batch with one lost lease (its member
+// gone from the lease ZSET, as a reclaim leaves it, or a token that is not
+// its receipt's) acks the others and reports only that one.
 func TestBatchAckReportsOnlyTheLost(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, nil)
-	ctx := context.Background()
-	e.enqueue(msg("q", "a"), msg("q", "b"), msg("q", "c"))
-	c := e.open("q", time.Minute)
-	ds := fetchN(t, c, 3)
-	lost := *ds[1]
-	lost.Token = "99"
-	err := c.Ack(ctx, ds[0], &lost, ds[2])
-	var de *broker.DeliveryError
-	if !errors.Is(err, broker.ErrLeaseLost) || !errors.As(err, &de) || de.Delivery != &lost {
-		t.Fatalf("ack: %v, want one ErrLeaseLost for b", err)
-	}
-	if n, _ := e.c.ZCard(ctx, e.key("q", "lease")).Result(); n != 1 {
-		t.Fatalf("in flight after a partial ack: %d, want 1 (b)", n)
+	for _, how := range []string{"reclaimed", "forged token"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, nil)
+			ctx := context.Background()
+			e.enqueue(msg("q", "a"), msg("q", "b"), msg("q", "c"))
+			c := e.open("q", time.Minute)
+			ds := fetchN(t, c, 3)
+			lost := *ds[1]
+			wantInFlight := int64(1) // b's lease stays when only its token was forged
+			if how == "reclaimed" {
+				if n, err := e.c.ZRem(ctx, e.key("q", "lease"), lost.Receipt).Result(); err != nil || n != 1 {
+					t.Fatalf("removing b's lease: %d, %v", n, err)
+				}
+				wantInFlight = 0
+			} else {
+				lost.Token = "99"
+			}
+			err := c.Ack(ctx, ds[0], &lost, ds[2])
+			var de *broker.DeliveryError
+			if !errors.Is(err, broker.ErrLeaseLost) || !errors.As(err, &de) || de.Delivery != &lost {
+				t.Fatalf("ack: %v, want one ErrLeaseLost for b", err)
+			}
+			if me, ok := err.(interface{ WrappedErrors() []error }); !ok || len(me.WrappedErrors()) != 1 {
+				t.Fatalf("ack: %v, want exactly one error", err)
+			}
+			if n, _ := e.c.ZCard(ctx, e.key("q", "lease")).Result(); n != wantInFlight {
+				t.Fatalf("in flight after a partial ack: %d, want %d", n, wantInFlight)
+			}
+		})
 	}
 }
 

@@ -41,12 +41,12 @@ var lib = timers.Lib + discards.Lib + libLua
 // The scripts are immutable after init; sharing them between drivers lets
 // every driver reuse the SHA the server already has.
 var (
-	enqueueScript = script.New("list.enqueue", lib+enqueueLua)
-	fetchScript   = script.New("list.fetch", lib+fetchLua)
-	ackScript     = script.New("list.ack", lib+ackLua)
-	retryScript   = script.New("list.retry", lib+retryLua)
-	releaseScript = script.New("list.release", lib+releaseLua)
-	discardScript = script.New("list.discard", lib+discardLua)
-	extendScript  = script.New("list.extend", lib+extendLua)
-	reapScript    = script.New("list.reap", lib+reapLua)
+	enqueueScript = script.New("list.enqueue", enqueueLua, lib)
+	fetchScript   = script.New("list.fetch", fetchLua, lib)
+	ackScript     = script.New("list.ack", ackLua, lib)
+	retryScript   = script.New("list.retry", retryLua, lib)
+	releaseScript = script.New("list.release", releaseLua, lib)
+	discardScript = script.New("list.discard", discardLua, lib)
+	extendScript  = script.New("list.extend", extendLua, lib)
+	reapScript    = script.New("list.reap", reapLua, lib)
 )

@@ -3,6 +3,7 @@ package list
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-multierror"
@@ -86,8 +87,28 @@ func (c *consumer) checkDelivery(d *broker.Delivery) error {
 		return fmt.Errorf("delivery of queue %q settled on a consumer of %q: %w", d.Queue, c.queue, broker.ErrInvalidMessage)
 	case d.Receipt == "" || d.Token == "":
 		return fmt.Errorf("delivery without receipt or token: %w", broker.ErrInvalidMessage)
+	case d.Token != receiptToken(d.Receipt):
+		// The receipt is the delivery's lease member and names its count;
+		// a token that disagrees is not this delivery's (the batch scripts
+		// fence on the receipt alone).
+		return fmt.Errorf("delivery token %q is not its receipt's: %w", d.Token, broker.ErrLeaseLost)
 	}
 	return nil
+}
+
+// receiptToken returns the deliveries field of a stored message
+// ("1,<deliveries>,..."), the token of the delivery it is the receipt of;
+// "" when there is none.
+func receiptToken(receipt string) string {
+	rest, ok := strings.CutPrefix(receipt, "1,")
+	if !ok {
+		return ""
+	}
+	tok, _, ok := strings.Cut(rest, ",")
+	if !ok {
+		return ""
+	}
+	return tok
 }
 
 // settleOne runs a single-delivery script whose ARGV is receipt (the stored
@@ -111,8 +132,8 @@ func (c *consumer) settleOne(ctx context.Context, op string, s *script.Script, k
 	return nil
 }
 
-// settleBatch runs a batch script whose ARGV is head... then (receipt,
-// token) pairs, and whose reply lists the pairs that failed as {k, status, ...},
+// settleBatch runs a batch script whose ARGV is head... then receipts, and
+// whose reply lists the receipts that failed as {k, status, ...},
 // after one leading integer when head is not empty (extend's deadline,
 // returned). The error is nil or a *multierror.Error of
 // *broker.DeliveryError.
@@ -121,7 +142,7 @@ func (c *consumer) settleBatch(ctx context.Context, op string, s *script.Script,
 	fail := func(d *broker.Delivery, err error) {
 		errs = multierror.Append(errs, &broker.DeliveryError{Delivery: d, Err: fmt.Errorf("list: %s: %w", op, err)})
 	}
-	args := make([]any, 0, len(head)+2*len(ds))
+	args := make([]any, 0, len(head)+len(ds))
 	args = append(args, head...)
 	sent := make([]*broker.Delivery, 0, len(ds))
 	for _, d := range ds {
@@ -130,7 +151,7 @@ func (c *consumer) settleBatch(ctx context.Context, op string, s *script.Script,
 			continue
 		}
 		sent = append(sent, d)
-		args = append(args, d.Receipt, d.Token)
+		args = append(args, d.Receipt)
 	}
 	if len(sent) == 0 {
 		return 0, errs.ErrorOrNil()
@@ -155,7 +176,7 @@ func (c *consumer) settleBatch(ctx context.Context, op string, s *script.Script,
 		k, _ := reply[i].(int64)
 		status, _ := reply[i+1].(string)
 		if k < 1 || int(k) > len(sent) {
-			return lead, fmt.Errorf("list: %s: reply names pair %d of %d", op, k, len(sent))
+			return lead, fmt.Errorf("list: %s: reply names receipt %d of %d", op, k, len(sent))
 		}
 		fail(sent[k-1], script.Status(status))
 	}

@@ -39,10 +39,10 @@ var (
 	//go:embed lua/inspect_purge.lua
 	inspectPurgeSrc string
 
-	inspectSizesScript = script.New("stream/inspect_sizes", timers.Lib+discards.Lib+inspect.Lib+inspectLib+inspectSizesSrc)
-	inspectPageScript  = script.New("stream/inspect_page", timers.Lib+libSrc+inspectLib+inspectPageSrc)
-	inspectFindScript  = script.New("stream/inspect_find", timers.Lib+libSrc+inspectLib+inspectFindSrc)
-	inspectPurgeScript = script.New("stream/inspect_purge", inspectLib+inspectPurgeSrc)
+	inspectSizesScript = script.New("stream/inspect_sizes", inspectSizesSrc, timers.Lib+discards.Lib+inspect.Lib+inspectLib)
+	inspectPageScript  = script.New("stream/inspect_page", inspectPageSrc, timers.Lib+libSrc+inspectLib)
+	inspectFindScript  = script.New("stream/inspect_find", inspectFindSrc, timers.Lib+libSrc+inspectLib)
+	inspectPurgeScript = script.New("stream/inspect_purge", inspectPurgeSrc, inspectLib)
 )
 
 // inspector returns internal/inspect's Inspector on the driver's keys.

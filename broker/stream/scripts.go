@@ -29,11 +29,11 @@ var (
 	//go:embed lua/close.lua
 	closeSrc string
 
-	enqueueScript = script.New("stream/enqueue", timers.Lib+enqueueSrc)
-	fetchScript   = script.New("stream/fetch", timers.Lib+discards.Lib+libSrc+fetchSrc)
+	enqueueScript = script.New("stream/enqueue", enqueueSrc, timers.Lib)
+	fetchScript   = script.New("stream/fetch", fetchSrc, timers.Lib+discards.Lib+libSrc)
 	ackScript     = script.New("stream/ack", ackSrc)
-	requeueScript = script.New("stream/requeue", timers.Lib+requeueSrc)
-	discardScript = script.New("stream/discard", discards.Lib+discardSrc)
+	requeueScript = script.New("stream/requeue", requeueSrc, timers.Lib)
+	discardScript = script.New("stream/discard", discardSrc, discards.Lib)
 	extendScript  = script.New("stream/extend", extendSrc)
 	closeScript   = script.New("stream/close", closeSrc)
 )

@@ -42,11 +42,11 @@ var (
 	walkLua string
 
 	// internal/timers' lib gives now_ms and bulk.
-	expireScript = script.New("discards.expire", timers.Lib+Lib+expireLua)
-	pageScript   = script.New("discards.page", timers.Lib+Lib+pageLua)
-	findScript   = script.New("discards.find", timers.Lib+Lib+findLua)
-	statsScript  = script.New("discards.stats", timers.Lib+Lib+statsLua)
-	walkScript   = script.New("discards.walk", timers.Lib+Lib+walkLua)
+	expireScript = script.New("discards.expire", expireLua, timers.Lib+Lib)
+	pageScript   = script.New("discards.page", pageLua, timers.Lib+Lib)
+	findScript   = script.New("discards.find", findLua, timers.Lib+Lib)
+	statsScript  = script.New("discards.stats", statsLua, timers.Lib+Lib)
+	walkScript   = script.New("discards.walk", walkLua, timers.Lib+Lib)
 )
 
 // Limits of one script call; each keeps the server's pause short.

@@ -25,8 +25,12 @@ type Script struct {
 	s    *redis.Script
 }
 
-// New wraps src; name appears in errors.
-func New(name, src string) *Script {
+// New wraps src, preceded by the definitions of libs it uses (see link);
+// name appears in errors.
+func New(name, src string, libs ...string) *Script {
+	if len(libs) > 0 {
+		src = link(src, libs...)
+	}
 	return &Script{name: name, s: redis.NewScript(src)}
 }
 

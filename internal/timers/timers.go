@@ -42,11 +42,11 @@ var (
 	//go:embed lua/fire.lua
 	fireLua string
 
-	promoteScript    = script.New("timers.promote", Lib+promoteLua)
+	promoteScript    = script.New("timers.promote", promoteLua, Lib)
 	cancelScript     = script.New("timers.cancel", cancelLua)
-	rescheduleScript = script.New("timers.reschedule", Lib+rescheduleLua)
+	rescheduleScript = script.New("timers.reschedule", rescheduleLua, Lib)
 	pendingScript    = script.New("timers.pending", pendingLua)
-	fireScript       = script.New("timers.fire", Lib+fireLua)
+	fireScript       = script.New("timers.fire", fireLua, Lib)
 )
 
 // Limits of one call.

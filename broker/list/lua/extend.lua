@@ -3,10 +3,9 @@
 --
 -- KEYS[1] <prefix>:{<queue>}:lease  ZSET stored message in flight, score = lease deadline (unix ms)
 -- ARGV[1] ttl, ms
--- ARGV[2k], ARGV[2k+1] for k >= 1: stored message (the delivery's receipt),
---   token (deliveries as a decimal string)
+-- ARGV[k+1] for k >= 1: stored message (the delivery's receipt)
 -- Reply: {deadline (unix ms), k, status, ...}: the new deadline, then each
--- pair k that was not extended (status "LEASE_LOST").
+-- receipt k that was not extended (status "LEASE_LOST").
 
 local lease = KEYS[1]
 local deadline = now_ms() + tonumber(ARGV[1])

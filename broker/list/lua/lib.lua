@@ -103,28 +103,28 @@ local function reclaim(ready, lease, dl, maxrec, now, limit)
   return #back, poisoned
 end
 
--- settle_check looks up each (value, token) pair in ARGV from index first:
--- it holds its lease while the value is a member of the lease ZSET (the
--- member is the stored message with this delivery's count, so a reclaimed
--- and re-fetched message is another member) and the token is that count.
--- It returns the values that hold and the reply list
--- {pair number, 'LEASE_LOST', ...} of those that do not. It changes
--- nothing: for extend, which keeps the leases.
+-- The batch scripts (ack, release, extend) name each delivery by its
+-- receipt only: the stored message of that delivery, whose deliveries field
+-- is the delivery's token. The driver checks that a delivery's Token is its
+-- receipt's before sending it (checkDelivery), so the script need not: a
+-- receipt alone is the fenced name of one delivery.
+
+-- settle_check looks up each receipt in ARGV from index first: it holds its
+-- lease while the receipt is a member of the lease ZSET (a reclaimed and
+-- re-fetched message is another member, with a higher count). It returns
+-- the receipts that hold and the reply list {receipt number, 'LEASE_LOST',
+-- ...} of those that do not. It changes nothing: for extend, which keeps
+-- the leases.
 local function settle_check(lease, first)
-  local vs = {}
-  for i = first, #ARGV, 2 do
-    vs[#vs + 1] = ARGV[i]
-  end
   local oks, lost = {}, {}
-  for i = 1, #vs, CHUNK do
-    local hi = math.min(i + CHUNK - 1, #vs)
-    local scores = redis.call('ZMSCORE', lease, unpack(vs, i, hi))
+  for i = first, #ARGV, CHUNK do
+    local hi = math.min(i + CHUNK - 1, #ARGV)
+    local scores = redis.call('ZMSCORE', lease, unpack(ARGV, i, hi))
     for j = i, hi do
-      local v = vs[j]
-      if scores[j - i + 1] and string.match(v, TOKEN) == ARGV[first + 2 * j - 1] then
-        oks[#oks + 1] = v
+      if scores[j - i + 1] then
+        oks[#oks + 1] = ARGV[j]
       else
-        lost[#lost + 1] = j
+        lost[#lost + 1] = j - first + 1
         lost[#lost + 1] = 'LEASE_LOST'
       end
     end
@@ -132,23 +132,20 @@ local function settle_check(lease, first)
   return oks, lost
 end
 
--- take ends the lease of each (value, token) pair in ARGV from index first
--- that still holds it (as settle_check tells). One ZREM per member is the
--- check and the removal in one command, with an integer reply: cheaper than
--- ZMSCORE then ZREM, as Redis 7.0 formats every ZMSCORE score with printf.
--- It returns the values taken and the reply list
--- {pair number, 'LEASE_LOST', ...} of the others (a value named twice is
--- taken once, then reported lost).
+-- take ends the lease of each receipt in ARGV from index first that still
+-- holds it (as settle_check tells). One ZREM per member is the check and the
+-- removal in one command, with an integer reply: cheaper than ZMSCORE then
+-- ZREM, as Redis 7.0 formats every ZMSCORE score with printf. It returns
+-- the receipts taken and the reply list {receipt number, 'LEASE_LOST', ...}
+-- of the others (a receipt named twice is taken once, then reported lost).
 local function take(lease, first)
   local oks, lost = {}, {}
-  local k = 0
-  for i = first, #ARGV, 2 do
-    k = k + 1
+  for i = first, #ARGV do
     local v = ARGV[i]
-    if string.match(v, TOKEN) == ARGV[i + 1] and redis.call('ZREM', lease, v) == 1 then
+    if redis.call('ZREM', lease, v) == 1 then
       oks[#oks + 1] = v
     else
-      lost[#lost + 1] = k
+      lost[#lost + 1] = i - first + 1
       lost[#lost + 1] = 'LEASE_LOST'
     end
   end

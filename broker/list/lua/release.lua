@@ -5,9 +5,8 @@
 --
 -- KEYS[1] <prefix>:{<queue>}:ready  LIST of stored messages
 -- KEYS[2] <prefix>:{<queue>}:lease  ZSET stored message in flight, score = lease deadline (unix ms)
--- ARGV[2k-1], ARGV[2k] for k >= 1: stored message (the delivery's receipt),
---   token (deliveries as a decimal string)
--- Reply: {k, status, ...} for each pair k that was not released (status
+-- ARGV[k] for k >= 1: stored message (the delivery's receipt)
+-- Reply: {k, status, ...} for each receipt k that was not released (status
 -- "LEASE_LOST"); empty when all were.
 
 local ready, lease = KEYS[1], KEYS[2]

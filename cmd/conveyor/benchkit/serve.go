@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/pprof"
 	"sync/atomic"
 	"time"
 )
@@ -62,8 +63,17 @@ func warmUp(ctx context.Context, e *Env, t Target, s *serving, handled *tally) e
 	return s.wait(ctx, handled.reached(1), 30*time.Second, "the warm-up job")
 }
 
-// preload enqueues n jobs in batches of 1000, untimed.
-func preload(ctx context.Context, e *Env, t Target, n int, label string) error {
+// preload enqueues n jobs in batches of 1000, untimed. Its CPU samples
+// carry the profiler label phase=preload, so that a profile of a run can
+// leave them out (go tool pprof -tagignore phase=preload).
+func preload(ctx context.Context, e *Env, t Target, n int, label string) (err error) {
+	pprof.Do(ctx, pprof.Labels("phase", "preload"), func(ctx context.Context) {
+		err = preloadBatches(ctx, e, t, n, label)
+	})
+	return err
+}
+
+func preloadBatches(ctx context.Context, e *Env, t Target, n int, label string) error {
 	var done atomic.Int64
 	stop := e.progress(label+" (preload)", n, &done)
 	defer stop()

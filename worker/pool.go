@@ -132,7 +132,7 @@ func (p *Pool) Run(ctx context.Context) error {
 		return fmt.Errorf("worker: open queue %s: %w", p.cfg.Queue, err)
 	}
 	p.cons = cons
-	p.acks = groupcommit.New(1, 256, nil, p.sendAcks)
+	p.acks = groupcommit.New(1, 1, 256, nil, p.sendAcks)
 
 	fetchCtx, stopFetching := context.WithCancel(ctx)
 	defer stopFetching()

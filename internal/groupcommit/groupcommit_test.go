@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestEveryItemSentOnceWithItsOwnOutcome runs many concurrent callers through
@@ -22,9 +24,13 @@ func TestEveryItemSentOnceWithItsOwnOutcome(t *testing.T) {
 	release := make(chan struct{})
 	errOdd := errors.New("odd")
 	first := true
-	c := New(1, 64, nil, func(ctx context.Context, items []int) []error {
+	held := 0 // items of the held first send
+	c := New(1, 1, 64, nil, func(ctx context.Context, items []int) []error {
 		mu.Lock()
 		wait := first
+		if first {
+			held = len(items)
+		}
 		first = false
 		mu.Unlock()
 		if wait {
@@ -56,8 +62,14 @@ func TestEveryItemSentOnceWithItsOwnOutcome(t *testing.T) {
 	for range callers {
 		<-started
 	}
-	// Wait until every caller but the slot holder is queued.
-	for len(c.queue) < callers-1 {
+	// Wait until every caller not in the held send is queued.
+	for {
+		mu.Lock()
+		h := held
+		mu.Unlock()
+		if h > 0 && queued(c) == callers-h {
+			break
+		}
 		runtime.Gosched()
 	}
 	close(release)
@@ -81,7 +93,7 @@ func TestEveryItemSentOnceWithItsOwnOutcome(t *testing.T) {
 func TestLoneCallerSendsAtOnce(t *testing.T) {
 	t.Parallel()
 	calls := 0
-	c := New(2, 8, nil, func(ctx context.Context, items []string) []error {
+	c := New(2, 1, 8, nil, func(ctx context.Context, items []string) []error {
 		calls++
 		return make([]error, len(items))
 	})
@@ -106,7 +118,7 @@ func TestSizeCapAndAbandon(t *testing.T) {
 		sends [][]int
 		first = true
 	)
-	c := New(1, 7, func(int) int { return 3 }, func(ctx context.Context, items []int) []error {
+	c := New(1, 1, 7, func(int) int { return 3 }, func(ctx context.Context, items []int) []error {
 		mu.Lock()
 		wait := first
 		first = false
@@ -122,13 +134,13 @@ func TestSizeCapAndAbandon(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = c.Do(context.Background(), 0) }() // holds the slot
-	for len(c.slots) == 0 {
+	for inFlight(c) == 0 {
 		runtime.Gosched()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	abandonedErr := make(chan error, 1)
 	go func() { abandonedErr <- c.Do(ctx, 99) }()
-	for len(c.queue) < 1 {
+	for queued(c) < 1 {
 		runtime.Gosched()
 	}
 	cancel()
@@ -139,7 +151,7 @@ func TestSizeCapAndAbandon(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = c.Do(context.Background(), i) }()
 	}
-	for len(c.queue) < 6 { // the abandoned call is still in the queue
+	for queued(c) < 6 { // the abandoned call is still in the queue
 		runtime.Gosched()
 	}
 	close(release)
@@ -158,5 +170,81 @@ func TestSizeCapAndAbandon(t *testing.T) {
 	}
 	if len(seen) != 6 {
 		t.Fatalf("sent %v, want items 0-5 each once", sends)
+	}
+}
+
+func inFlight[T any](c *Committer[T]) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inFlight
+}
+
+func queued[T any](c *Committer[T]) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.queue)
+}
+
+// TestExtraSendNeedsABatch: beside a send in flight, waiting calls start a
+// send of their own only once they weigh extra; fewer wait for the send in
+// flight to finish, whose caller then takes them.
+func TestExtraSendNeedsABatch(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	sent := make(chan []int, 10)
+	c := New(3, 4, 100, nil, func(ctx context.Context, items []int) []error {
+		if items[0] == 0 {
+			<-release
+		}
+		sent <- append([]int(nil), items...)
+		return make([]error, len(items))
+	})
+	var wg sync.WaitGroup
+	do := func(i int) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.Do(context.Background(), i); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	do(0) // held until release
+	for inFlight(c) == 0 {
+		runtime.Gosched()
+	}
+	for i := 1; i <= 3; i++ {
+		do(i)
+	}
+	for queued(c) < 3 {
+		runtime.Gosched()
+	}
+	// Each of the three decided under the lock, as it queued, to wait.
+	if n := inFlight(c); n != 1 {
+		t.Fatalf("%d sends in flight with 3 calls waiting under extra 4, want 1", n)
+	}
+	do(4) // the fourth makes a batch worth a send of its own
+	select {
+	case got := <-sent:
+		slices.Sort(got)
+		if !slices.Equal(got, []int{1, 2, 3, 4}) {
+			t.Fatalf("second send carried %v, want [1 2 3 4]", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no second send while the first was held, with 4 calls waiting")
+	}
+	do(5) // under extra again: waits for a send to finish
+	for queued(c) < 1 {
+		runtime.Gosched()
+	}
+	close(release)
+	wg.Wait()
+	close(sent)
+	var rest [][]int
+	for s := range sent {
+		rest = append(rest, s)
+	}
+	if len(rest) != 2 || len(rest[0]) != 1 || rest[0][0] != 0 || len(rest[1]) != 1 || rest[1][0] != 5 {
+		t.Fatalf("after the release: sends %v, want [0] then [5]", rest)
 	}
 }

@@ -19,6 +19,7 @@ package groupcommit
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 )
@@ -32,31 +33,33 @@ type Committer[T any] struct {
 	send  func(ctx context.Context, items []T) []error
 
 	mu       sync.Mutex
-	queue    []*call[T] // waiting calls, oldest first (some maybe abandoned)
+	queue    []*call[T] // waiting calls, oldest first (some maybe abandoned); no leader's own
 	weight   int        // of the calls in queue
-	inFlight int        // sends under way, one per leading caller
+	inFlight int        // leaders: callers sending, or handed the next send
 }
 
 type call[T any] struct {
 	item T
 	done chan error
-	// state moves from waiting to taken (a leader sends it) or abandoned
-	// (its caller gave up first, so it is never sent).
+	// state moves from waiting to taken (a leader sends it), abandoned
+	// (its caller gave up first, so it is never sent) or leading (its
+	// caller is to lead the next send).
 	state atomic.Int32
 }
 
 const (
-	waiting int32 = iota
-	taken
-	abandoned
+	waiting   int32 = iota
+	taken           // in a batch: its outcome follows
+	abandoned       // its caller gave up: never sent
+	leading         // its caller leads the next send (handOver)
 )
 
 // New returns a committer that has at most slots sends in flight, starts
 // a send beside others only for waiting items of a total size of at least
-// extra (one send in flight when extra exceeds max), puts items of a total
-// size of at most max in one send (an item bigger than max goes alone), and
-// sends with send, which returns one error (nil for success) per item. size
-// weighs an item; nil counts each item as 1.
+// extra, puts items of a total size of at most max in one send (an item
+// bigger than max goes alone), and sends with send, which returns one error
+// (nil for success) per item. size weighs an item; nil counts each item as
+// 1.
 func New[T any](slots, extra, max int, size func(T) int, send func(ctx context.Context, items []T) []error) *Committer[T] {
 	if size == nil {
 		size = func(T) int { return 1 }
@@ -66,70 +69,102 @@ func New[T any](slots, extra, max int, size func(T) int, send func(ctx context.C
 
 func max1(n int) int { return max(n, 1) }
 
+// errLead, handed to a waiting call through its done channel, makes its
+// caller the leader of the next send (see handOver).
+var errLead = errors.New("groupcommit: lead")
+
 // Do sends item, alone or with others, and returns its outcome. If ctx ends
 // while the item waits, Do returns ctx.Err() and the item is never sent; if
 // it ends once the item is on its way, Do waits for the outcome (one round
-// trip), so that an error from Do never hides a send.
+// trip), so that an error from Do never hides a send. A caller that leads a
+// send carries its own item in it: Do returns after one round trip of its
+// own, at most, plus its wait in the queue.
 func (c *Committer[T]) Do(ctx context.Context, item T) error {
 	own := &call[T]{item: item, done: make(chan error, 1)}
+	n := c.size(item)
 	c.mu.Lock()
-	c.queue = append(c.queue, own)
-	c.weight += c.size(item)
-	if c.mayLead() {
+	if c.inFlight == 0 || (c.inFlight < c.slots && c.weight+n >= c.extra) {
 		c.inFlight++
 		c.mu.Unlock()
-		c.lead(ctx, own)
-		return <-own.done
+		return c.lead(ctx, own)
 	}
+	c.queue = append(c.queue, own)
+	c.weight += n
 	c.mu.Unlock()
+	var err error
 	select {
-	case err := <-own.done:
-		return err
+	case err = <-own.done:
 	case <-ctx.Done():
 		if own.state.CompareAndSwap(waiting, abandoned) {
 			return ctx.Err()
 		}
-		return <-own.done // a leader took it: its outcome follows
+		err = <-own.done // a leader took it (its outcome follows) or handed over
 	}
+	if err == errLead {
+		return c.lead(ctx, own)
+	}
+	return err
 }
 
-// mayLead reports whether a caller may start a send now; c.mu is held.
-func (c *Committer[T]) mayLead() bool {
-	return c.inFlight == 0 || (c.inFlight < c.slots && c.weight >= c.extra)
-}
-
-// lead sends batches of waiting calls, own among them, until own is sent
-// and either nothing waits or the rest can be left to the other sends in
-// flight (too little waits for a send of its own). The last send in
-// flight always takes everything, so no call is left waiting with no send
-// to come.
-func (c *Committer[T]) lead(ctx context.Context, own *call[T]) {
-	for {
-		c.mu.Lock()
-		if own.state.Load() != waiting && (len(c.queue) == 0 || (c.inFlight > 1 && c.weight < c.extra)) {
-			c.inFlight--
-			c.mu.Unlock()
-			return
-		}
-		batch := c.take()
-		c.mu.Unlock()
-		if len(batch) == 0 {
-			continue // all abandoned; look again
-		}
+// lead sends own (unless its caller gave up meanwhile) with the calls at
+// the front of the queue, up to max, then hands over, and returns own's
+// outcome.
+func (c *Committer[T]) lead(ctx context.Context, own *call[T]) error {
+	var batch []*call[T]
+	have := 0
+	gaveUp := ctx.Err() // handed the lead after its caller's context ended
+	if gaveUp == nil {
+		batch, have = []*call[T]{own}, c.size(own.item)
+	}
+	c.mu.Lock()
+	batch = c.take(batch, have)
+	c.mu.Unlock()
+	if len(batch) > 0 {
 		sendCtx := ctx
-		if len(batch) > 1 || batch[0] != own {
+		if gaveUp != nil || len(batch) > 1 {
 			// The others must not fail because the leader's context ends.
 			sendCtx = context.WithoutCancel(ctx)
 		}
 		c.flush(sendCtx, batch)
 	}
+	c.handOver()
+	if gaveUp != nil {
+		return gaveUp
+	}
+	return <-own.done
 }
 
-// take removes waiting calls from the front of the queue while the batch
-// stays within max (the first one always goes, however big); c.mu is held.
-func (c *Committer[T]) take() []*call[T] {
-	var batch []*call[T]
-	have, i := 0, 0
+// handOver ends a leader's turn. What waits goes out with the next send:
+// with other sends in flight, a batch too small for a send of its own is
+// left to them; otherwise the oldest waiting call is made the next leader,
+// so that no caller stays in Do sending for others who keep arriving. The
+// last send in flight therefore always hands over what waits: no call is
+// left waiting with no send to come.
+func (c *Committer[T]) handOver() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inFlight > 1 && c.weight < c.extra {
+		c.inFlight--
+		return
+	}
+	for len(c.queue) > 0 {
+		p := c.queue[0]
+		c.queue[0] = nil
+		c.queue = c.queue[1:]
+		c.weight -= c.size(p.item)
+		if p.state.CompareAndSwap(waiting, leading) {
+			p.done <- errLead // the in-flight count passes to it
+			return
+		}
+	}
+	c.inFlight--
+}
+
+// take appends waiting calls from the front of the queue to batch, whose
+// size is have so far, while it stays within max (the first one always
+// goes, however big); c.mu is held.
+func (c *Committer[T]) take(batch []*call[T], have int) []*call[T] {
+	i := 0
 	for ; i < len(c.queue); i++ {
 		p := c.queue[i]
 		n := c.size(p.item)
@@ -148,9 +183,9 @@ func (c *Committer[T]) take() []*call[T] {
 		have += n
 		c.weight -= n
 	}
-	n := copy(c.queue, c.queue[i:])
-	clear(c.queue[n:])
-	c.queue = c.queue[:n]
+	k := copy(c.queue, c.queue[i:])
+	clear(c.queue[k:])
+	c.queue = c.queue[:k]
 	return batch
 }
 

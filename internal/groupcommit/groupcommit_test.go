@@ -200,15 +200,7 @@ func TestExtraSendNeedsABatch(t *testing.T) {
 		return make([]error, len(items))
 	})
 	var wg sync.WaitGroup
-	do := func(i int) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := c.Do(context.Background(), i); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
+	do := func(i int) { goDo(t, &wg, c, i) }
 	do(0) // held until release
 	for inFlight(c) == 0 {
 		runtime.Gosched()
@@ -247,4 +239,41 @@ func TestExtraSendNeedsABatch(t *testing.T) {
 	if len(rest) != 2 || len(rest[0]) != 1 || rest[0][0] != 0 || len(rest[1]) != 1 || rest[1][0] != 5 {
 		t.Fatalf("after the release: sends %v, want [0] then [5]", rest)
 	}
+}
+
+// goDo calls c.Do(i) in a goroutine counted by wg; an error fails t.
+func goDo(t *testing.T, wg *sync.WaitGroup, c *Committer[int], i int) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := c.Do(context.Background(), i); err != nil {
+			t.Error(err)
+		}
+	}()
+}
+
+// heldSends is a send func that records every batch and holds the one
+// whose first item is 0 until release is closed.
+type heldSends struct {
+	release chan struct{}
+	mu      sync.Mutex
+	sends   [][]int
+}
+
+func newHeldSends() *heldSends { return &heldSends{release: make(chan struct{})} }
+
+func (h *heldSends) send(ctx context.Context, items []int) []error {
+	if items[0] == 0 {
+		<-h.release
+	}
+	h.mu.Lock()
+	h.sends = append(h.sends, append([]int(nil), items...))
+	h.mu.Unlock()
+	return make([]error, len(items))
+}
+
+func (h *heldSends) snapshot() [][]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([][]int(nil), h.sends...)
 }

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -29,9 +30,51 @@ type Script struct {
 // name appears in errors.
 func New(name, src string, libs ...string) *Script {
 	if len(libs) > 0 {
+		body := src
 		src = link(src, libs...)
+		register(name, body, libs, src)
 	}
 	return &Script{name: name, s: redis.NewScript(src)}
+}
+
+// LinkedScript is one script New built with libraries, for tests: Full is
+// the libraries and the body unlinked (libs joined by newlines, then the
+// body: what link returns when it keeps every definition), Linked the text
+// the script runs.
+type LinkedScript struct {
+	Name   string
+	Full   string
+	Linked string
+}
+
+// built records what New linked: the strings it was given, shared, not
+// copies, so that keeping them costs next to nothing.
+type built struct {
+	name, body, text string
+	libs             []string
+}
+
+var (
+	linkedMu sync.Mutex
+	linked   []built
+)
+
+func register(name, body string, libs []string, text string) {
+	linkedMu.Lock()
+	linked = append(linked, built{name: name, body: body, text: text, libs: libs})
+	linkedMu.Unlock()
+}
+
+// Linked returns, for tests, every script New has built with libraries so
+// far, in the order they were built.
+func Linked() []LinkedScript {
+	linkedMu.Lock()
+	defer linkedMu.Unlock()
+	out := make([]LinkedScript, len(linked))
+	for i, b := range linked {
+		out[i] = LinkedScript{Name: b.name, Full: strings.Join(b.libs, "\n") + b.body, Linked: b.text}
+	}
+	return out
 }
 
 // Name returns the script's name.

@@ -51,6 +51,14 @@ type Pool struct {
 	suspects    int
 	suspectDone chan struct{}
 
+	// free counts the waiting room's free places (fetched jobs not yet
+	// taken by a worker use the others); the fetch loop waits until it
+	// reaches want, and the worker that makes it reach want wakes it
+	// through freed, so the fetch loop wakes once a fetch, not once a job.
+	free  atomic.Int64
+	want  atomic.Int64
+	freed chan struct{}
+
 	// handlersCancelled is set once the pool cancels every running job's
 	// context (the grace is over); a job starting after that starts
 	// cancelled.
@@ -102,6 +110,7 @@ func NewPool(d broker.Driver, h conveyor.Handler, cfg *Config) (*Pool, error) {
 		done:        make(chan struct{}),
 		running:     make(map[*broker.Delivery]*task),
 		suspectDone: make(chan struct{}, 1),
+		freed:       make(chan struct{}, 1),
 		settling:    make(chan struct{}, 2*c.Concurrency),
 		ackq:        make(chan *task, 2*c.Concurrency),
 	}, nil
@@ -210,13 +219,14 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 // blocks while the queue is empty.
 func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 	size := p.cfg.Concurrency
-	credits := make(chan struct{}, size) // one per fetched job not yet started
-	waiting := make(chan *task, size)
+	p.free.Store(int64(size))
+	waiting := make(chan *task, size) // never full: a fetch asks for at most the free places
 	for range size {
-		go p.work(ctx, handlerCtx, waiting, credits)
+		go p.work(ctx, handlerCtx, waiting)
 	}
 	defer func() {
-		// Jobs fetched but not started go back to the queue at once.
+		// Jobs fetched but not started go back to the queue at once; the
+		// workers hand back any they took meanwhile, then stop.
 		var left []*task
 		for {
 			select {
@@ -228,6 +238,7 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 			break
 		}
 		p.handBack(left)
+		close(waiting)
 	}()
 
 	backoff := 100 * time.Millisecond
@@ -242,28 +253,13 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 		if !p.waitSuspects(ctx) {
 			return
 		}
-		n := 0
-		for n < want {
-			select {
-			case credits <- struct{}{}:
-				n++
-			case <-ctx.Done():
-				return
-			}
+		if !p.waitFree(ctx, want) {
+			return
 		}
-	more:
-		for n < size {
-			select {
-			case credits <- struct{}{}:
-				n++
-			default:
-				break more
-			}
-		}
+		n := int(p.free.Load()) // want or more; only this loop takes places
+		p.free.Add(-int64(n))
 		ds, err := p.cons.Fetch(ctx, n)
-		for range n - len(ds) {
-			<-credits
-		}
+		p.free.Add(int64(n - len(ds)))
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -299,33 +295,47 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 		}
 		p.mu.Unlock()
 		for i := range ts {
-			waiting <- &ts[i] // never blocks: a credit was taken for it
+			waiting <- &ts[i] // never blocks: a free place was taken for it
 		}
 	}
 }
 
-// work runs waiting jobs one at a time until fetching stops.
-func (p *Pool) work(ctx, handlerCtx context.Context, waiting <-chan *task, credits <-chan struct{}) {
-	for {
+// waitFree waits until the waiting room has want free places; false when
+// ctx ended first.
+func (p *Pool) waitFree(ctx context.Context, want int) bool {
+	p.want.Store(int64(want))
+	for p.free.Load() < int64(want) {
 		select {
+		case <-p.freed:
 		case <-ctx.Done():
-			return
-		case t := <-waiting:
-			<-credits
-			if ctx.Err() != nil { // stopping: do not start new jobs
-				p.handBack([]*task{t})
-				return
-			}
-			t.mu.Lock()
-			lost := t.lost
-			t.mu.Unlock()
-			if lost { // its lease ran out while it waited: it is someone else's now
-				p.log.Warn("lease lost before the job started; skipped", p.jobAttrs(t.d)...)
-				p.finish(t, conveyor.Settlement{Outcome: conveyor.OutcomeLeaseLost, Err: broker.ErrLeaseLost})
-				continue
-			}
-			p.run(handlerCtx, t)
+			return false
 		}
+	}
+	return true
+}
+
+// work runs waiting jobs one at a time until the fetch loop closes waiting.
+func (p *Pool) work(ctx, handlerCtx context.Context, waiting <-chan *task) {
+	for t := range waiting {
+		if p.free.Add(1) >= p.want.Load() {
+			select {
+			case p.freed <- struct{}{}:
+			default: // a wake-up is pending already
+			}
+		}
+		if ctx.Err() != nil { // stopping: do not start new jobs
+			p.handBack([]*task{t})
+			continue
+		}
+		t.mu.Lock()
+		lost := t.lost
+		t.mu.Unlock()
+		if lost { // its lease ran out while it waited: it is someone else's now
+			p.log.Warn("lease lost before the job started; skipped", p.jobAttrs(t.d)...)
+			p.finish(t, conveyor.Settlement{Outcome: conveyor.OutcomeLeaseLost, Err: broker.ErrLeaseLost})
+			continue
+		}
+		p.run(handlerCtx, t)
 	}
 }
 

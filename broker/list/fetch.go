@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-	"unsafe"
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/codec"
@@ -49,7 +48,7 @@ func (c *consumer) fetchOnce(ctx context.Context, max int) ([]*broker.Delivery, 
 	for i, x := range vals {
 		s, _ := x.(string)
 		d := &all[i]
-		deliveries, err := codec.Decode(stringBytes(s), &d.Message)
+		deliveries, err := codec.DecodeString(s, &d.Message)
 		if err != nil {
 			c.discardUndecodable(ctx, s, err)
 			continue
@@ -66,13 +65,6 @@ func (c *consumer) fetchOnce(ctx context.Context, max int) ([]*broker.Delivery, 
 		return nil, 0, nil // all were discarded: look again at once
 	}
 	return out, 0, nil
-}
-
-// stringBytes views s as a byte slice without copying it. codec.Decode only
-// reads its input and copies whatever it keeps, so the view is never written
-// and does not outlive the call; this saves a copy of every message fetched.
-func stringBytes(s string) []byte {
-	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
 // discardUndecodable moves a leased message that Lua could read (its header)

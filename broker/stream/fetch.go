@@ -252,7 +252,7 @@ func (c *consumer) decode(ctx context.Context, d *broker.Delivery, id string, co
 	d.LeaseDeadline = deadline
 	d.Group = c.d.cfg.Group
 	d.Queue = c.queue
-	if _, err := codec.Decode([]byte(body), &d.Message); err != nil {
+	if _, err := codec.DecodeString(body, &d.Message); err != nil {
 		c.d.cfg.Logger.LogAttrs(ctx, slog.LevelError, "stream: undecodable message discarded",
 			slog.String("queue", c.queue), slog.String("entry_id", id), slog.String("error", err.Error()))
 		if derr := c.discard(ctx, d, err.Error()); derr != nil {

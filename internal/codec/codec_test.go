@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,6 +33,36 @@ func TestRoundTrip(t *testing.T) {
 	}
 	if !bytes.HasPrefix(data, []byte("1,42,3,2,17:order:123:timeout")) {
 		t.Fatalf("header is not what Lua expects: %q", data[:40])
+	}
+}
+
+// TestDecodeString: the string form decodes to the same message, and its
+// payload is a copy (a handler writing it must not change the receipt).
+func TestDecodeString(t *testing.T) {
+	t.Parallel()
+	in := &broker.Message{
+		ID: "order:1", Kind: "k", Payload: []byte("payload"),
+		Headers: map[string]string{"a": "b"}, Attempt: 1, MaxAttempts: 3,
+	}
+	s := string(Encode(in, 7))
+	before := strings.Clone(s)
+	var out broker.Message
+	n, err := DecodeString(s, &out)
+	if err != nil || n != 7 {
+		t.Fatalf("DecodeString: %d, %v", n, err)
+	}
+	if !reflect.DeepEqual(*in, out) {
+		t.Fatalf("round trip:\n in %+v\nout %+v", *in, out)
+	}
+	out.Payload[0] = 'X'
+	if s != before {
+		t.Fatalf("writing the payload changed the stored string: %q", s)
+	}
+	for name, data := range map[string]string{"empty": "", "truncated": s[:len(s)-1]} {
+		var m broker.Message
+		if _, err := DecodeString(data, &m); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: err = %v, want ErrMalformed", name, err)
+		}
 	}
 }
 

@@ -52,9 +52,40 @@ func checkName(s string) string {
 		return "empty"
 	case len(s) > MaxNameLen:
 		return "longer than 128 bytes"
-	case !utf8.ValidString(s):
+	}
+	if reason, ok := checkASCII(s); ok {
+		return reason
+	}
+	if !utf8.ValidString(s) {
 		return "not valid UTF-8"
 	}
+	return checkRunes(s)
+}
+
+// checkASCII gives checkRunes' verdict on a name of ASCII bytes only, the
+// usual case, byte by byte (tab, newline and the like are control
+// characters, checked before white space there too), at a fraction of its
+// cost, which showed in profiles of EnqueueMany: every message's ID, kind
+// and queue are checked by the client and again by the driver. ok is false
+// when s has a byte outside ASCII.
+func checkASCII(s string) (reason string, ok bool) {
+	for i := 0; i < len(s); i++ {
+		switch b := s[i]; {
+		case b >= utf8.RuneSelf:
+			return "", false
+		case b == '{' || b == '}':
+			return "contains a brace", true
+		case b < 0x20 || b == 0x7f:
+			return "contains a control character", true
+		case b == ' ':
+			return "contains white space", true
+		}
+	}
+	return "", true
+}
+
+// checkRunes checks the characters of a valid UTF-8 name.
+func checkRunes(s string) string {
 	for _, r := range s {
 		switch {
 		case r == '{' || r == '}':

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestGroupByQueueKeepsOrder(t *testing.T) {
@@ -41,5 +42,33 @@ func TestValidateBatch(t *testing.T) {
 	var qe *QueueNameError
 	if _, err := ValidateBatch([]*Message{ok, {ID: "3", Kind: "k", Queue: "a{b}"}}); !errors.As(err, &qe) {
 		t.Fatalf("brace in queue: %v", err)
+	}
+}
+
+// TestCheckASCIIAgreesWithRunes: the byte-wise check of ASCII names gives
+// the rune-wise check's verdict for every ASCII byte, at every position.
+func TestCheckASCIIAgreesWithRunes(t *testing.T) {
+	t.Parallel()
+	for b := 0; b < utf8.RuneSelf; b++ {
+		for _, s := range []string{string(rune(b)), "a" + string(rune(b)), string(rune(b)) + "z", "ab" + string(rune(b)) + "cd"} {
+			got, ok := checkASCII(s)
+			if !ok {
+				t.Fatalf("checkASCII(%q) says it is not ASCII", s)
+			}
+			if want := checkRunes(s); got != want {
+				t.Errorf("checkASCII(%q) = %q, checkRunes = %q", s, got, want)
+			}
+		}
+	}
+	for _, s := range []string{"é", "a\u00a0b", "a\u0085b", "a\u2028b", "名前"} {
+		if _, ok := checkASCII(s); ok {
+			t.Errorf("checkASCII(%q) took a non-ASCII name", s)
+		}
+	}
+	if got := checkName("a\u00a0b"); got != "contains white space" {
+		t.Errorf("checkName(no-break space) = %q", got)
+	}
+	if got := checkName("a\x85b"); got != "not valid UTF-8" {
+		t.Errorf("checkName(invalid UTF-8) = %q", got)
 	}
 }

@@ -80,9 +80,17 @@ var errLead = errors.New("groupcommit: lead")
 // send carries its own item in it: Do returns after one round trip of its
 // own, at most, plus its wait in the queue.
 func (c *Committer[T]) Do(ctx context.Context, item T) error {
-	own := &call[T]{item: item, done: make(chan error, 1)}
 	n := c.size(item)
 	c.mu.Lock()
+	if c.inFlight == 0 && len(c.queue) == 0 {
+		// A lone caller: its item alone, with no call to allocate.
+		c.inFlight++
+		c.mu.Unlock()
+		err := c.send(ctx, []T{item})[0]
+		c.handOver()
+		return err
+	}
+	own := &call[T]{item: item, done: make(chan error, 1)}
 	if c.inFlight == 0 || (c.inFlight < c.slots && c.weight+n >= c.extra) {
 		c.inFlight++
 		c.mu.Unlock()

@@ -53,7 +53,7 @@ func checkName(s string) string {
 	case len(s) > MaxNameLen:
 		return "longer than 128 bytes"
 	}
-	if reason, ok := checkASCII(s); ok {
+	if reason, ok := checkASCII(s); ok && (reason == "" || utf8.ValidString(s)) {
 		return reason
 	}
 	if !utf8.ValidString(s) {

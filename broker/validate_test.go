@@ -68,7 +68,10 @@ func TestCheckASCIIAgreesWithRunes(t *testing.T) {
 	if got := checkName("a\u00a0b"); got != "contains white space" {
 		t.Errorf("checkName(no-break space) = %q", got)
 	}
-	if got := checkName("a\x85b"); got != "not valid UTF-8" {
-		t.Errorf("checkName(invalid UTF-8) = %q", got)
+	// Invalid UTF-8 is the reason even after an ASCII offender.
+	for _, s := range []string{"a\x85b", "a{\xff", "a b\xff", "a\tb\xc3"} {
+		if got := checkName(s); got != "not valid UTF-8" {
+			t.Errorf("checkName(%q) = %q, want not valid UTF-8", s, got)
+		}
 	}
 }

@@ -54,7 +54,8 @@ type Pool struct {
 	// free counts the waiting room's free places (fetched jobs not yet
 	// taken by a worker use the others); the fetch loop waits until it
 	// reaches want, and the worker that makes it reach want wakes it
-	// through freed, so the fetch loop wakes once a fetch, not once a job.
+	// through freed, so the fetch loop wakes once or twice a fetch, not once
+	// a job.
 	free  atomic.Int64
 	want  atomic.Int64
 	freed chan struct{}
@@ -253,7 +254,7 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 		if !p.waitSuspects(ctx) {
 			return
 		}
-		if !p.waitFree(ctx, want) {
+		if !p.waitFree(ctx, want) || ctx.Err() != nil {
 			return
 		}
 		n := int(p.free.Load()) // want or more; only this loop takes places

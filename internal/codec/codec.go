@@ -91,39 +91,25 @@ func appendBytes[T string | []byte](b []byte, s T) []byte {
 	return append(b, s...)
 }
 
+// DecodeString is Decode of a stored message held as a string (a Redis
+// reply), read in place rather than copied to a byte slice first. What m
+// keeps is copied all the same: a string sharing the reply's memory (a
+// job's ID kept in a cache, say) would keep the whole message, payload and
+// all, alive.
+func DecodeString(s string, m *broker.Message) (deliveries int, err error) {
+	return Decode(unsafe.Slice(unsafe.StringData(s), len(s)), m)
+}
+
 // Decode parses a stored message into m (Queue is left as it is) and returns
 // its delivery count.
 func Decode(data []byte, m *broker.Message) (deliveries int, err error) {
-	return decode(data, m, copied)
-}
-
-// DecodeString is Decode of a stored message held as a string (a Redis
-// reply): ID, Kind and Headers share s's memory instead of copying it, as
-// strings are immutable; only Payload, which a handler may write, is a copy.
-// Fetching keeps the reply string as the delivery's receipt anyway.
-func DecodeString(s string, m *broker.Message) (deliveries int, err error) {
-	return decode(unsafe.Slice(unsafe.StringData(s), len(s)), m, shared)
-}
-
-// copied and shared turn bytes of a stored message into a string: a copy,
-// or a view of data that only DecodeString, whose data is a string, uses.
-func copied(b []byte) string { return string(b) }
-
-func shared(b []byte) string {
-	if len(b) == 0 {
-		return ""
-	}
-	return unsafe.String(unsafe.SliceData(b), len(b))
-}
-
-func decode(data []byte, m *broker.Message, str func([]byte) string) (deliveries int, err error) {
-	h, n, err := parseHeader(data, str)
+	h, n, err := ParseHeader(data)
 	if err != nil {
 		return 0, err
 	}
 	m.ID, m.Attempt, m.Recoveries = h.ID, h.Attempt, h.Recoveries
 	r := reader{b: data[n:]}
-	m.Kind = str(r.bytes())
+	m.Kind = string(r.bytes())
 	if p := r.bytes(); len(p) > 0 {
 		m.Payload = append([]byte(nil), p...)
 	} else {
@@ -142,8 +128,8 @@ func decode(data []byte, m *broker.Message, str func([]byte) string) (deliveries
 	if nh > 0 {
 		m.Headers = make(map[string]string, nh)
 		for i := uint64(0); i < nh; i++ {
-			k := str(r.bytes())
-			m.Headers[k] = str(r.bytes())
+			k := string(r.bytes())
+			m.Headers[k] = string(r.bytes())
 		}
 	}
 	if r.err != nil {
@@ -157,10 +143,6 @@ func decode(data []byte, m *broker.Message, str func([]byte) string) (deliveries
 
 // ParseHeader reads the text header and returns it with its length in bytes.
 func ParseHeader(data []byte) (Header, int, error) {
-	return parseHeader(data, copied)
-}
-
-func parseHeader(data []byte, str func([]byte) string) (Header, int, error) {
 	var h Header
 	if len(data) < 2 || data[0] != version || data[1] != ',' {
 		return h, 0, fmt.Errorf("%w: unknown version", ErrMalformed)
@@ -189,7 +171,7 @@ func parseHeader(data []byte, str func([]byte) string) (Header, int, error) {
 	if idLen > len(data)-i {
 		return h, 0, fmt.Errorf("%w: id length %d", ErrMalformed, idLen)
 	}
-	h = Header{Deliveries: fields[0], Attempt: fields[1], Recoveries: fields[2], ID: str(data[i : i+idLen])}
+	h = Header{Deliveries: fields[0], Attempt: fields[1], Recoveries: fields[2], ID: string(data[i : i+idLen])}
 	return h, i + idLen, nil
 }
 

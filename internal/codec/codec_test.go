@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/conveyorq/conveyor/broker"
 )
@@ -36,8 +37,9 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
-// TestDecodeString: the string form decodes to the same message, and its
-// payload is a copy (a handler writing it must not change the receipt).
+// TestDecodeString: the string form decodes to the same message, and what
+// it keeps is copied (a handler writing the payload must not change the
+// receipt; a kept ID must not keep the whole message alive).
 func TestDecodeString(t *testing.T) {
 	t.Parallel()
 	in := &broker.Message{
@@ -57,6 +59,13 @@ func TestDecodeString(t *testing.T) {
 	out.Payload[0] = 'X'
 	if s != before {
 		t.Fatalf("writing the payload changed the stored string: %q", s)
+	}
+	// Nothing kept points into s: a kept ID must not pin the whole message.
+	lo := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+	for name, v := range map[string]string{"ID": out.ID, "Kind": out.Kind, "header": out.Headers["a"]} {
+		if p := uintptr(unsafe.Pointer(unsafe.StringData(v))); p >= lo && p < lo+uintptr(len(s)) {
+			t.Errorf("%s shares the stored string's memory", name)
+		}
 	}
 	for name, data := range map[string]string{"empty": "", "truncated": s[:len(s)-1]} {
 		var m broker.Message

@@ -82,7 +82,11 @@ var errLead = errors.New("groupcommit: lead")
 func (c *Committer[T]) Do(ctx context.Context, item T) error {
 	n := c.size(item)
 	c.mu.Lock()
-	if c.inFlight == 0 && len(c.queue) == 0 {
+	if c.inFlight == 0 { // then nothing waits either (see handOver)
+		if err := ctx.Err(); err != nil {
+			c.mu.Unlock()
+			return err // never sent
+		}
 		// A lone caller: its item alone, with no call to allocate.
 		c.inFlight++
 		c.mu.Unlock()
@@ -91,7 +95,7 @@ func (c *Committer[T]) Do(ctx context.Context, item T) error {
 		return err
 	}
 	own := &call[T]{item: item, done: make(chan error, 1)}
-	if c.inFlight == 0 || (c.inFlight < c.slots && c.weight+n >= c.extra) {
+	if c.inFlight < c.slots && c.weight+n >= c.extra {
 		c.inFlight++
 		c.mu.Unlock()
 		return c.lead(ctx, own)

@@ -55,6 +55,22 @@ func (l *CmdLog) add(cmds ...redis.Cmder) {
 	l.mu.Unlock()
 }
 
+// Count returns how many times a command named name was logged since the
+// last Take, in any round trip.
+func (l *CmdLog) Count(name string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, trip := range l.trips {
+		for _, c := range trip {
+			if c == name {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // Take returns the round trips logged since the last Take.
 func (l *CmdLog) Take() [][]string {
 	l.mu.Lock()

@@ -5,7 +5,7 @@
 // more, while concurrent callers get batches for free.
 //
 // A second (third...) round trip starts beside one in flight only for a
-// batch of at least Extra's weight: a round trip costs both ends system
+// batch of at least extra's weight (New's argument): a round trip costs both ends system
 // calls and a command of its own, so small concurrent ones cost more than
 // they save. On the 2-vCPU development machine, 50 goroutines enqueueing
 // on the list driver moved about 76,000 jobs/s with up to 8 round trips in

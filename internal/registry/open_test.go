@@ -8,12 +8,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/broker/list"
 	"github.com/conveyorq/conveyor/broker/stream"
+	"github.com/conveyorq/conveyor/internal/drivertest"
 	"github.com/conveyorq/conveyor/internal/redistest"
 	"github.com/conveyorq/conveyor/internal/registry"
 )
@@ -65,8 +64,8 @@ func TestRegistryFailureIsNotFatal(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var sadds int
-			rdb.AddHook(saddCounter{&sadds})
+			log := &drivertest.CmdLog{}
+			rdb.AddHook(log)
 			c, err := d.Open(ctx, "q", nil)
 			if err != nil {
 				t.Fatalf("Open with an unwritable registry: %v", err)
@@ -84,7 +83,7 @@ func TestRegistryFailureIsNotFatal(t *testing.T) {
 			if n := strings.Count(logs.String(), "could not add queues to the registry"); n != 1 {
 				t.Errorf("%d registry warnings, want 1 (then a pause): %s", n, logs.String())
 			}
-			if sadds != 1 {
+			if sadds := log.Count("sadd"); sadds != 1 {
 				t.Errorf("%d SADDs sent, want 1 (then a pause)", sadds)
 			}
 			if n, err := rdb.LLen(ctx, prefix+":{q2}:ready").Result(); name == "list" && (err != nil || n != 5) {
@@ -94,28 +93,5 @@ func TestRegistryFailureIsNotFatal(t *testing.T) {
 				t.Errorf("stream entries of q2: %d (%v), want 5", n, err)
 			}
 		})
-	}
-}
-
-// saddCounter counts the SADD commands a client sends, in pipelines too.
-type saddCounter struct{ n *int }
-
-func (h saddCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h saddCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if cmd.Name() == "sadd" {
-			*h.n++
-		}
-		return next(ctx, cmd)
-	}
-}
-func (h saddCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, c := range cmds {
-			if c.Name() == "sadd" {
-				*h.n++
-			}
-		}
-		return next(ctx, cmds)
 	}
 }

@@ -77,15 +77,23 @@ func preloadBatches(ctx context.Context, e *Env, t Target, n int, label string) 
 	var done atomic.Int64
 	stop := e.progress(label+" (preload)", n, &done)
 	defer stop()
-	p := e.payload(1)
-	batch := make([][]byte, 0, 1000)
-	for i := 0; i < n; i += 1000 {
+	if err := enqueueInBatches(ctx, t, e.payload(1), n, 1000, &done); err != nil {
+		return fmt.Errorf("benchkit: preload: %w", err)
+	}
+	return nil
+}
+
+// enqueueInBatches enqueues n copies of payload p with EnqueueMany, size
+// at a time, counting them in done.
+func enqueueInBatches(ctx context.Context, t Target, p []byte, n, size int, done *atomic.Int64) error {
+	batch := make([][]byte, 0, size)
+	for i := 0; i < n; i += size {
 		batch = batch[:0]
-		for range min(1000, n-i) {
+		for range min(size, n-i) {
 			batch = append(batch, p)
 		}
 		if err := t.EnqueueMany(ctx, batch); err != nil {
-			return fmt.Errorf("benchkit: preload: %w", err)
+			return err
 		}
 		done.Add(int64(len(batch)))
 	}

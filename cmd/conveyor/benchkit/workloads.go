@@ -171,17 +171,9 @@ func enqueueBatch(ctx context.Context, e *Env, f Factory, label string) (_ []Met
 	var done atomic.Int64
 	stop := e.progress(label, e.Cfg.N, &done)
 	defer stop()
-	batch := make([][]byte, 0, e.Cfg.Batch)
 	t0 := time.Now()
-	for i := 0; i < e.Cfg.N; i += e.Cfg.Batch {
-		batch = batch[:0]
-		for range min(e.Cfg.Batch, e.Cfg.N-i) {
-			batch = append(batch, p)
-		}
-		if err := t.EnqueueMany(ctx, batch); err != nil {
-			return nil, err
-		}
-		done.Add(int64(len(batch)))
+	if err := enqueueInBatches(ctx, t, p, e.Cfg.N, e.Cfg.Batch, &done); err != nil {
+		return nil, err
 	}
 	return []Metric{{Name: "enqueued", Value: rate(e.Cfg.N, time.Since(t0)), Unit: "jobs/s"}}, nil
 }

@@ -6,9 +6,38 @@ import (
 	"github.com/conveyorq/conveyor/internal/redischeck"
 )
 
-// Check verifies that Redis is reachable and at least 7.0, and warns (on the
-// configured logger) when maxmemory-policy lets Redis evict keys: an evicted
-// lease ZSET loses the messages in flight.
+// Check verifies that Redis is reachable and at least 7.0, warns (on the
+// configured logger) when maxmemory-policy lets Redis evict keys (an evicted
+// lease ZSET loses the messages in flight), and asks the server whether the
+// connection's ACL user may send every command the driver sends, on its
+// keys and channels: one script call that reads and writes nothing. The
+// error names each command, key pattern or channel the ACL refuses.
 func (d *Driver) Check(ctx context.Context) error {
-	return redischeck.Check(ctx, d.client, d.log, "list")
+	if err := redischeck.Check(ctx, d.client, d.log, "list"); err != nil {
+		return err
+	}
+	return redischeck.Permissions(ctx, d.client, d.log, "list", needs(d.cfg.Prefix))
+}
+
+// needs are the commands the list driver sends (see redischeck.Durable),
+// with those of its ready LIST and lease ZSET; check_test.go holds them to
+// the scripts' text.
+func needs(prefix string) []redischeck.Need {
+	k := newQueueKeys(prefix, redischeck.ProbeQueue)
+	key := redischeck.Key
+	return append(redischeck.Durable(prefix),
+		key(k.ready, "LPUSH", k.ready, "m"),
+		key(k.ready, "RPUSH", k.ready, "m"),
+		key(k.ready, "RPOP", k.ready),
+		key(k.ready, "LLEN", k.ready),
+		key(k.ready, "LRANGE", k.ready, "0", "0"),
+		key(k.ready, "LTRIM", k.ready, "0", "0"),
+		key(k.ready, "BLMOVE", k.ready, k.ready, "RIGHT", "RIGHT", "0"),
+		key(k.lease, "ZADD", k.lease, "0", "m"),
+		key(k.lease, "ZREM", k.lease, "m"),
+		key(k.lease, "ZMSCORE", k.lease, "m"),
+		key(k.lease, "ZRANGE", k.lease, "0", "0"),
+		key(k.lease, "ZRANGEBYSCORE", k.lease, "0", "0"),
+		key(k.lease, "ZCARD", k.lease),
+	)
 }

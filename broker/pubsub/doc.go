@@ -1,5 +1,5 @@
-// Package pubsub is Conveyor's at-most-once fan-out driver on Redis pub/sub
-// (seed 002): every consumer subscribed to a queue receives every message
+// Package pubsub is Conveyor's at-most-once fan-out driver on Redis pub/sub:
+// every consumer subscribed to a queue receives every message
 // published on it while it is subscribed.
 //
 // Use it for notifications and fan-out (cache invalidation, "order paid"

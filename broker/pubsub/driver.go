@@ -108,8 +108,9 @@ func (d *Driver) publish(ctx context.Context, c redis.Cmdable, m *broker.Message
 
 // Open subscribes to queue's channel and returns once Redis has confirmed
 // the subscription: every message published after Open returns reaches the
-// consumer (while its connection holds). opts are ignored: there are no
-// leases.
+// consumer (while its connection holds). A refusal (an ACL without the
+// channel: NOPERM) is returned as soon as Redis sends it. opts are ignored:
+// there are no leases.
 func (d *Driver) Open(ctx context.Context, queue string, _ *broker.ConsumerOptions) (broker.Consumer, error) {
 	if err := broker.ValidateQueue(queue); err != nil {
 		return nil, fmt.Errorf("pubsub: open: %w", err)
@@ -118,6 +119,21 @@ func (d *Driver) Open(ctx context.Context, queue string, _ *broker.ConsumerOptio
 		return nil, fmt.Errorf("pubsub: open %s: %w", queue, err)
 	}
 	ch := keys.Channel(d.prefix, queue)
+	ps, err := d.subscribe(ctx, ch)
+	if err != nil {
+		return nil, fmt.Errorf("pubsub: open %s: %w", queue, err)
+	}
+	items := ps.ChannelWithSubscriptions(redis.WithChannelSize(d.buffer))
+	return newConsumer(d, queue, ch, ps, items), nil
+}
+
+// subscribe subscribes to ch (SSUBSCRIBE when sharded) on a connection of
+// its own and returns once Redis has confirmed it; the confirmation
+// arrives before any message of the channel, so none published after
+// subscribe returns is missed. Redis's reply is read directly rather than
+// through go-redis's channel, which drops error replies (an ACL's NOPERM)
+// and would leave the wait to ctx. The caller closes the PubSub.
+func (d *Driver) subscribe(ctx context.Context, ch string) (*redis.PubSub, error) {
 	var (
 		ps   *redis.PubSub
 		err  error
@@ -136,23 +152,34 @@ func (d *Driver) Open(ctx context.Context, queue string, _ *broker.ConsumerOptio
 	}
 	if err != nil {
 		_ = ps.Close()
-		return nil, fmt.Errorf("pubsub: open %s: %w", queue, err)
+		return nil, err
 	}
-	items := ps.ChannelWithSubscriptions(redis.WithChannelSize(d.buffer))
-	// Wait for Redis's confirmation, which arrives before any message of
-	// the channel, so a publish after Open returns is never missed.
-	for {
-		select {
-		case <-ctx.Done():
-			_ = ps.Close()
-			return nil, fmt.Errorf("pubsub: open %s: %w", queue, ctx.Err())
-		case item, ok := <-items:
-			if !ok {
-				return nil, fmt.Errorf("pubsub: open %s: %w", queue, broker.ErrClosed)
+	// go-redis reads under ctx's deadline but not its cancellation: the read
+	// runs apart, and closing the PubSub ends it.
+	confirmed := make(chan error, 1)
+	go func() {
+		for {
+			msg, err := ps.Receive(ctx)
+			if err != nil {
+				confirmed <- err
+				return
 			}
-			if s, ok := item.(*redis.Subscription); ok && s.Kind == kind && s.Channel == ch {
-				return newConsumer(d, queue, ch, ps, items), nil
+			if s, ok := msg.(*redis.Subscription); ok && s.Kind == kind && s.Channel == ch {
+				confirmed <- nil
+				return
 			}
 		}
+	}()
+	select {
+	case err = <-confirmed:
+	case <-ctx.Done():
+		_ = ps.Close()
+		<-confirmed
+		return nil, ctx.Err()
 	}
+	if err != nil {
+		_ = ps.Close()
+		return nil, err
+	}
+	return ps, nil
 }

@@ -7,8 +7,39 @@ import (
 )
 
 // Check verifies that Redis is reachable and at least 7.0 (XAUTOCLAIM reports
-// entries deleted while pending from 7.0 on), and warns when maxmemory-policy
-// is not noeviction (an evicted stream or delayed set loses jobs).
+// entries deleted while pending from 7.0 on), warns when maxmemory-policy
+// is not noeviction (an evicted stream or delayed set loses jobs), and asks
+// the server whether the connection's ACL user may send every command the
+// driver sends, on its keys and channels: one script call that reads and
+// writes nothing. The error names each command, key pattern or channel the
+// ACL refuses.
 func (d *Driver) Check(ctx context.Context) error {
-	return redischeck.Check(ctx, d.rdb, d.cfg.Logger, "stream")
+	if err := redischeck.Check(ctx, d.rdb, d.cfg.Logger, "stream"); err != nil {
+		return err
+	}
+	return redischeck.Permissions(ctx, d.rdb, d.cfg.Logger, "stream", d.needs())
+}
+
+// needs are the commands the stream driver sends (see
+// redischeck.Durable), with those of its streams and consumer group;
+// check_test.go holds them to the scripts' text.
+func (d *Driver) needs() []redischeck.Need {
+	s, g := d.keys(redischeck.ProbeQueue).stream, d.cfg.Group
+	key := func(cmd string, args ...string) redischeck.Need { return redischeck.Key(s, cmd, args...) }
+	return append(redischeck.Durable(d.cfg.Prefix),
+		key("XADD", s, "*", "m", "v"),
+		key("XLEN", s),
+		key("XRANGE", s, "-", "+"),
+		key("XDEL", s, "0-1"),
+		key("XGROUP CREATE", s, g, "0"),
+		key("XGROUP DELCONSUMER", s, g, "c"),
+		key("XINFO GROUPS", s),
+		key("XREADGROUP", "GROUP", g, "c", "STREAMS", s, ">"),
+		key("XPENDING", s, g),
+		key("XACK", s, g, "0-1"),
+		key("XCLAIM", s, g, "c", "0", "0-1"),
+		key("XAUTOCLAIM", s, g, "c", "0", "0"),
+		key("EXISTS", s),
+		key("DEL", s),
+	)
 }

@@ -1,5 +1,6 @@
 // Package redischeck is the start-up check every driver runs (Driver.Check):
-// the server answers, is Redis 7.0 or later, and will not evict keys.
+// the server answers, is Redis 7.0 or later, will not evict keys, and lets
+// the connection's ACL user send what the driver sends (Permissions).
 package redischeck
 
 import (
@@ -28,6 +29,10 @@ const MinMajor = 7
 // the check logs what it could not read and lets the process start.
 func Check(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger, name string) error {
 	if err := rdb.Ping(ctx).Err(); err != nil {
+		var m Missing
+		if m.Refused(err, "PING", "") {
+			return m.Err(ctx, rdb, name)
+		}
 		return fmt.Errorf("%s: redis unreachable: %w", name, err)
 	}
 	info, err := rdb.Info(ctx, "server").Result()

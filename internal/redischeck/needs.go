@@ -1,0 +1,56 @@
+package redischeck
+
+import (
+	"github.com/conveyorq/conveyor/internal/discards"
+	"github.com/conveyorq/conveyor/internal/keys"
+	"github.com/conveyorq/conveyor/internal/registry"
+	"github.com/conveyorq/conveyor/internal/timers"
+)
+
+// Durable returns what the list and stream drivers both send, on the keys
+// and channels of ProbeQueue under prefix: the scripts themselves (EVALSHA,
+// EVAL on NOSCRIPT), the server's clock (TIME, in every script that
+// decides by time), the commands of internal/timers' scripts (timers,
+// unique keys, cron records, the promoters' wake-up channel),
+// internal/discards' (the discard list and its counters) and
+// internal/inspect's (the stats counters), and the queue registry. Each
+// driver adds the commands of its ready structure.
+func Durable(prefix string) []Need {
+	q := keys.Queue(prefix, ProbeQueue)
+	t := timers.QueueKeys(prefix, ProbeQueue)
+	d := discards.QueueKeys(prefix, ProbeQueue)
+	stats, reg, unique := q.Part("stats"), registry.Key(prefix), t.Unique("u")
+	return []Need{
+		Command("PING"),
+		Command("TIME"),
+		Key(q.Part("ready"), "EVALSHA", "0", "1", q.Part("ready")),
+		Key(q.Part("ready"), "EVAL", "return 0", "1", q.Part("ready")),
+		Channel(t.Channel, "PUBLISH", "0"),
+		Channel(t.Channel, "SUBSCRIBE"),
+		Key(t.Delayed, "ZADD", t.Delayed, "0", "m"),
+		Key(t.Delayed, "ZREM", t.Delayed, "m"),
+		Key(t.Delayed, "ZSCORE", t.Delayed, "m"),
+		Key(t.Delayed, "ZRANGE", t.Delayed, "0", "0"),
+		Key(t.Delayed, "ZRANGEBYSCORE", t.Delayed, "0", "0"),
+		Key(t.Delayed, "ZCARD", t.Delayed),
+		Key(t.Timers, "HSET", t.Timers, "f", "v"),
+		Key(t.Timers, "HGET", t.Timers, "f"),
+		Key(t.Timers, "HMGET", t.Timers, "f"),
+		Key(t.Timers, "HDEL", t.Timers, "f"),
+		Key(unique, "SET", unique, "v"),
+		Key(unique, "GET", unique),
+		Key(stats, "HINCRBY", stats, "processed", "1"),
+		Key(d.Dead, "LPUSH", d.Dead, "m"),
+		Key(d.Dead, "RPOP", d.Dead),
+		Key(d.Dead, "LLEN", d.Dead),
+		Key(d.Dead, "LINDEX", d.Dead, "0"),
+		Key(d.Dead, "LRANGE", d.Dead, "0", "0"),
+		Key(d.Dead, "LPOS", d.Dead, "m"),
+		Key(d.Dead, "LSET", d.Dead, "0", "m"),
+		Key(d.Dead, "LREM", d.Dead, "0", "m"),
+		Key(d.Dead, "LTRIM", d.Dead, "0", "0"),
+		Key(d.Dropped, "INCRBY", d.Dropped, "1"),
+		Key(reg, "SADD", reg, "q"),
+		Key(reg, "SMEMBERS", reg),
+	}
+}

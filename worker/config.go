@@ -29,8 +29,16 @@ type Config struct {
 	// starts. After it, their contexts are cancelled and the jobs are handed
 	// back to the queue at once. Defaults to 10s.
 	ShutdownGrace time.Duration
-	// JobTimeout bounds one handler run unless the job sets its own Timeout.
-	// Defaults to none.
+	// JobTimeout bounds one handler run unless the job sets its own
+	// Timeout: the handler's context is cancelled then, and the run counts
+	// as a failure. A handler that ignores its context and has still not
+	// returned a VisibilityTimeout later is abandoned: a new worker takes
+	// its place, its lease is no longer extended, so the job runs again
+	// elsewhere once the lease runs out (a recovery: a job that hangs its
+	// worker MaxRecoveries times is discarded as poison), and the stuck
+	// goroutine stops when its handler returns. Defaults to 30m; negative:
+	// no timeout (a stuck handler then holds its slot and its lease until
+	// the pool stops).
 	JobTimeout time.Duration
 	// Retry decides what becomes of a job whose handler failed and left it
 	// unsettled: retried later through the queue's delay timers, or
@@ -69,6 +77,10 @@ type Config struct {
 	OnPromote func(queue string, p broker.Promotion)
 }
 
+// DefaultJobTimeout bounds a handler run when neither Config.JobTimeout nor
+// the job sets a timeout.
+const DefaultJobTimeout = 30 * time.Minute
+
 func (c Config) withDefaults() (Config, error) {
 	if c.Queue == "" {
 		c.Queue = "default"
@@ -87,6 +99,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ShutdownGrace == 0 {
 		c.ShutdownGrace = 10 * time.Second
+	}
+	switch {
+	case c.JobTimeout == 0:
+		c.JobTimeout = DefaultJobTimeout
+	case c.JobTimeout < 0:
+		c.JobTimeout = 0 // none
 	}
 	if c.Retry != nil && (c.MaxAttempts != 0 || c.Backoff != nil) {
 		return c, errors.New("worker: set MaxAttempts and Backoff in Retry, not beside it")
@@ -110,8 +128,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("worker: VisibilityTimeout under 10ms")
 	case c.HeartbeatInterval <= 0 || c.HeartbeatInterval >= c.VisibilityTimeout:
 		return c, errors.New("worker: HeartbeatInterval must be positive and under VisibilityTimeout")
-	case c.ShutdownGrace < 0 || c.JobTimeout < 0:
-		return c, errors.New("worker: negative ShutdownGrace or JobTimeout")
+	case c.ShutdownGrace < 0:
+		return c, errors.New("worker: negative ShutdownGrace")
 	}
 	return c, nil
 }

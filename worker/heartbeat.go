@@ -82,7 +82,7 @@ func (p *Pool) extend(tasks []*task, set bool) {
 		t.mu.Lock()
 		// A job whose handler returned is being settled: extending it would
 		// race its settle.
-		if t.released || t.returned || t.job.Settled() || (!set && t.d.LeaseDeadline.After(horizon)) {
+		if t.released || t.returned || t.abandoned || t.job.Settled() || (!set && t.d.LeaseDeadline.After(horizon)) {
 			t.mu.Unlock()
 			continue
 		}

@@ -65,6 +65,9 @@ type Pool struct {
 	// cancelled.
 	handlersCancelled atomic.Bool
 
+	// spawn starts one more worker; the fetch loop sets it.
+	spawn func()
+
 	cons     broker.Consumer
 	acks     *groupcommit.Committer[*broker.Delivery]
 	settling chan struct{} // bounds retries and discards in flight
@@ -86,6 +89,8 @@ type task struct {
 	releaseErr error         // why the hand-back failed (the lease brings the job back)
 	returned   bool          // the handler returned; the pool settles it
 	lost       bool          // the heartbeat found the lease lost
+	abandoned  bool          // stuck past its timeout: not extended, its worker replaced
+	timeout    time.Duration // the handler's timeout (0: none), for the log
 }
 
 // NewPool returns a pool that runs h on the jobs of cfg.Queue.
@@ -222,8 +227,9 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 	size := p.cfg.Concurrency
 	p.free.Store(int64(size))
 	waiting := make(chan *task, size) // never full: a fetch asks for at most the free places
+	p.spawn = func() { go p.work(ctx, handlerCtx, waiting) }
 	for range size {
-		go p.work(ctx, handlerCtx, waiting)
+		p.spawn()
 	}
 	defer func() {
 		// Jobs fetched but not started go back to the queue at once; the
@@ -337,7 +343,30 @@ func (p *Pool) work(ctx, handlerCtx context.Context, waiting <-chan *task) {
 			continue
 		}
 		p.run(handlerCtx, t)
+		t.mu.Lock()
+		abandoned := t.abandoned
+		t.mu.Unlock()
+		if abandoned {
+			return // another worker took this one's place
+		}
 	}
+}
+
+// abandon gives up on t, whose handler has not returned long after its
+// context ended: the heartbeat stops extending its lease, so the job runs
+// again elsewhere once the lease runs out, and a new worker takes the place
+// of the stuck one, which stops when (if ever) its handler returns.
+func (p *Pool) abandon(t *task) {
+	t.mu.Lock()
+	if t.returned || t.abandoned {
+		t.mu.Unlock()
+		return
+	}
+	t.abandoned = true
+	t.mu.Unlock()
+	p.log.Error("handler did not return after its timeout; abandoned: its lease is let run out and the job will run again",
+		append(p.jobAttrs(t.d), "timeout", t.timeout)...)
+	p.spawn()
 }
 
 // handBack releases jobs that were fetched but never started.
@@ -469,10 +498,16 @@ func (p *Pool) run(base context.Context, t *task) {
 		p.extend([]*task{t}, true) // the job's own lease from its start
 	}
 	var stop context.CancelFunc = func() {}
+	var stuck *time.Timer
 	if timeout := cmp.Or(t.d.Timeout, p.cfg.JobTimeout); timeout > 0 {
 		ctx, stop = context.WithTimeout(ctx, timeout)
+		t.timeout = timeout
+		stuck = time.AfterFunc(timeout+p.cfg.VisibilityTimeout, func() { p.abandon(t) })
 	}
 	err := p.call(ctx, t.job)
+	if stuck != nil {
+		stuck.Stop()
+	}
 	stop()
 	lost := errors.Is(context.Cause(ctx), broker.ErrLeaseLost)
 	cancel(nil)

@@ -29,7 +29,8 @@
 // Each test is a subtest named after what it proves (RoundTrip, Batch, FIFO,
 // RedeliveryAfterLeaseExpiry, StaleAckRefused, ExtendKeepsLease, FetchCancel,
 // FetchWakes, FetchAfterClose, ExclusiveDelivery, FanOut, Retry, Release,
-// Postpone, UniqueKey, Discard, PoisonDiscarded, DiscardsInspect,
+// Postpone, UniqueKey, Discard, PoisonDiscarded, UndecodableDiscarded,
+// DiscardsInspect,
 // DiscardsRedriveOne, DiscardsRedriveFilter, DiscardsPurge,
 // DiscardsCountRetention, DiscardsAgeRetention, DiscardsBounded,
 // DelayedEnqueue, TimerCancel,
@@ -39,8 +40,9 @@
 // InspectFindJob, InspectPurge, InspectHostileQueueNames,
 // UnsupportedOperations, NoKeysLeft, HostileQueueNames, InvalidMessages,
 // Check) and is skipped, saying why, when the driver's Capabilities do not
-// call for it or (the Inspect tests) it does not implement the optional
-// broker.Inspector. A driver is correct when
+// call for it, (the Inspect tests) it does not implement the optional
+// broker.Inspector or (UndecodableDiscarded) its test does not provide a
+// RawStorer. A driver is correct when
 // the suite passes; a change of driver semantics extends this suite, not one
 // driver's tests.
 //
@@ -71,6 +73,11 @@
 //     delay.Promoter, see Promote, where a test needs one). A cron series'
 //     last-fire record is the only key allowed to outlive a test, and only
 //     with a TTL no longer than the keep it was given.
+//   - UndecodableDiscarded stores values no driver writes (an 11-digit
+//     counter, an ID length past the end, a body that does not decode, a
+//     value that is no stored message) through the optional RawStorer,
+//     which a driver's test provides by wrapping the driver in its
+//     Factory; it is skipped for a driver without it.
 //   - Lease expiry is noticed by the consumers of the queue themselves: a
 //     consumer blocked in Fetch receives an expired message within seconds,
 //     with no other process running. The suite accepts both ways of measuring

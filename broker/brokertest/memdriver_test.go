@@ -53,6 +53,7 @@ type memQueue struct {
 
 type memEntry struct {
 	msg       broker.Message
+	raw       []byte // a value StoreRaw stored, decoded when fetched
 	receipt   string // unique among live entries: two in flight may share an ID
 	token     string
 	deadline  time.Time
@@ -135,6 +136,46 @@ func (d *memDriver) poison(e *memEntry, now time.Time) {
 	rec := fmt.Appendf(nil, "d1,%d,%d:%s", now.UnixMilli(), len(reason), reason)
 	rec = append(rec, codec.Encode(&e.msg, 0)...)
 	_ = d.keepDiscard(context.Background(), e.msg.Queue, rec)
+}
+
+// StoreRaw implements brokertest.RawStorer: values join queue's ready
+// list undecoded, as a Redis driver would find a value written by hand.
+func (d *memDriver) StoreRaw(ctx context.Context, queue string, values ...[]byte) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	q := d.queue(queue)
+	for _, v := range values {
+		e := d.newEntry(&broker.Message{Queue: queue})
+		e.raw = slices.Clone(v)
+		q.ready = append(q.ready, e)
+	}
+	q.notify()
+	return nil
+}
+
+// decodeRaw decodes e, a value StoreRaw stored, at index i of q's ready
+// list, and reports whether it is now a message to deliver. One that does
+// not decode leaves the ready list for the discard key, with the decode
+// error as its reason; the undecodableheld mutant leases it instead,
+// delivered to no one, so that only its lease's expiries end it.
+func (d *memDriver) decodeRaw(q *memQueue, i int, e *memEntry, now time.Time) bool {
+	var m broker.Message
+	_, err := codec.Decode(e.raw, &m)
+	if err == nil {
+		m.Queue = e.msg.Queue
+		e.msg, e.raw = m, nil
+		return true
+	}
+	q.ready = slices.Delete(q.ready, i, i+1)
+	if d.mutant == "undecodableheld" {
+		e.deadline = now.Add(time.Hour)
+		q.inflight[e.receipt] = e
+		return false
+	}
+	reason := err.Error()
+	rec := fmt.Appendf(nil, "d1,%d,%d:%s", now.UnixMilli(), len(reason), reason)
+	_ = d.keepDiscard(context.Background(), e.msg.Queue, append(rec, e.raw...))
+	return false
 }
 
 // next returns the earliest time sweep has work, or zero.
@@ -255,6 +296,9 @@ func (c *memConsumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, e
 				i = len(q.ready) - 1
 			}
 			e := q.ready[i]
+			if e.raw != nil && !d.decodeRaw(q, i, e, now) {
+				continue
+			}
 			// The duplicate mutant leaves a first delivery in the ready list.
 			if d.mutant != "duplicate" || e.token != "" {
 				q.ready = slices.Delete(q.ready, i, i+1)

@@ -60,6 +60,7 @@ var tests = []test{
 	{"UniqueKey", atLeastOnce, "AtLeastOnce", testUniqueKey},
 	{"Discard", discard, "Discard and AtLeastOnce", testDiscard},
 	{"PoisonDiscarded", discard, "Discard and AtLeastOnce", testPoison},
+	{"UndecodableDiscarded", discard, "Discard and AtLeastOnce", testUndecodable},
 	{"DiscardsInspect", discard, "Discard and AtLeastOnce", testDiscardsInspect},
 	{"DiscardsRedriveOne", discard, "Discard and AtLeastOnce", testDiscardsRedriveOne},
 	{"DiscardsRedriveFilter", discard, "Discard and AtLeastOnce", testDiscardsRedriveFilter},

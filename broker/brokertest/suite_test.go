@@ -52,6 +52,7 @@ func TestMutantsFail(t *testing.T) {
 		{"releasecounts", "Release"},
 		{"discardkeeps", "Discard"},
 		{"nopoison", "PoisonDiscarded"},
+		{"undecodableheld", "UndecodableDiscarded"},
 		{"listoldestfirst", "DiscardsInspect"},
 		{"redrivekeepsattempt", "DiscardsRedriveOne"},
 		{"redrivekeepsrecord", "DiscardsRedriveOne"},

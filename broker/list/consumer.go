@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/script"
 )
 
 const (
@@ -33,6 +34,8 @@ type consumer struct {
 	queue string
 	k     *queueKeys
 	vt    time.Duration
+	// doubts: deliveries whose settle got no answer (see script.Doubts).
+	doubts script.Doubts
 	// fetchTail is fetch.lua's ARGV after max, boxed once.
 	fetchTail [5]any
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/script"
 )
 
 // consumer is one named member of a queue's consumer group.
@@ -18,6 +19,8 @@ type consumer struct {
 	keys  queueKeys
 	vt    time.Duration
 	vtMS  string // vt in ms, as fetch.lua's ARGV
+	// doubts: deliveries whose settle got no answer (see script.Doubts).
+	doubts script.Doubts
 
 	mu        sync.Mutex
 	closed    bool

@@ -18,6 +18,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 	"unsafe"
@@ -29,6 +30,10 @@ import (
 var ErrMalformed = errors.New("conveyor: malformed stored message")
 
 const version = '1'
+
+// maxTimeoutMs is the longest Timeout a time.Duration holds, in ms (about
+// 292 years).
+const maxTimeoutMs = uint64(math.MaxInt64 / time.Millisecond)
 
 // Header is the part of an encoded message that scripts read and rewrite.
 type Header struct {
@@ -67,7 +72,8 @@ func Append(b []byte, m *broker.Message, deliveries int) []byte {
 
 // body layout, in order: kind (len+bytes), payload (len+bytes), enqueuedAt
 // (unix ms), maxAttempts, timeout (ms), header count, then each header's key
-// and value (len+bytes).
+// and value (len+bytes). Decode refuses a maxAttempts past int's range and a
+// timeout past time.Duration's.
 func appendBody(b []byte, m *broker.Message) []byte {
 	b = appendBytes(b, m.Kind)
 	b = appendBytes(b, m.Payload)
@@ -118,8 +124,17 @@ func Decode(data []byte, m *broker.Message) (deliveries int, err error) {
 	if enq := r.varint(); enq != 0 {
 		m.EnqueuedAt = time.UnixMilli(enq)
 	}
-	m.MaxAttempts = int(r.uvarint())
-	m.Timeout = time.Duration(r.uvarint()) * time.Millisecond
+	// Values past int's or time.Duration's range would decode negative
+	// (or re-encode differently): only a hand-written value holds them.
+	maxAttempts, timeoutMs := r.uvarint(), r.uvarint()
+	if maxAttempts > math.MaxInt {
+		return 0, fmt.Errorf("%w: max attempts %d out of range", ErrMalformed, maxAttempts)
+	}
+	if timeoutMs > maxTimeoutMs {
+		return 0, fmt.Errorf("%w: timeout %dms out of range", ErrMalformed, timeoutMs)
+	}
+	m.MaxAttempts = int(maxAttempts)
+	m.Timeout = time.Duration(timeoutMs) * time.Millisecond
 	nh := r.uvarint()
 	if nh > uint64(len(r.b)) { // each header takes at least two bytes
 		return 0, fmt.Errorf("%w: header count %d", ErrMalformed, nh)

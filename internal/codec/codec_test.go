@@ -2,7 +2,9 @@ package codec
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -98,12 +100,29 @@ func TestMalformed(t *testing.T) {
 		"id too long":  []byte("1,0,0,0,99:id"),
 		"truncated":    good[:len(good)-1],
 		"trailing":     append(append([]byte(nil), good...), 0),
+		// A Timeout past time.Duration's range (about 292 years of ms)
+		// would decode negative; MaxAttempts past int's, negative too.
+		"timeout overflow":      withNumbers(1, uint64(math.MaxInt64/time.Millisecond)+1),
+		"max attempts overflow": withNumbers(math.MaxInt64+1, 0),
 	} {
 		var m broker.Message
 		if _, err := Decode(data, &m); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: err = %v, want ErrMalformed", name, err)
 		}
 	}
+}
+
+// withNumbers returns a stored message whose MaxAttempts and Timeout (ms)
+// fields are the given uvarints, which Encode cannot produce from a
+// broker.Message when they overflow.
+func withNumbers(maxAttempts, timeoutMs uint64) []byte {
+	b := []byte("1,1,0,0,2:id")
+	b = appendBytes(b, "k")
+	b = appendBytes(b, "")
+	b = binary.AppendVarint(b, 0)
+	b = binary.AppendUvarint(b, maxAttempts)
+	b = binary.AppendUvarint(b, timeoutMs)
+	return binary.AppendUvarint(b, 0)
 }
 
 func TestDecodeDiscarded(t *testing.T) {

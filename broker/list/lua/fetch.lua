@@ -25,20 +25,28 @@
 -- ARGV[5] poison cap: the recovery count at which an expired lease's message
 --         is discarded instead of handed back; <= 0 turns the cap off
 -- ARGV[6] max age of discard records, ms (<= 0: no age limit)
--- Reply: {deadline (unix ms), hint (ms), reclaimed, poisoned, v1, ..., vn}:
--- vi are the leased messages, each the exact member of its lease; reclaimed
--- counts the expired leases this call handed back to ready, poisoned those
--- it moved to the discard list as poison. When n is 0, hint is the time until
+-- Reply: {deadline (unix ms), hint (ms), reclaimed, poisoned, malformed,
+-- v1, ..., vn}: vi are the leased messages, each the exact member of its
+-- lease; reclaimed counts the expired leases this call handed back to ready,
+-- poisoned those it moved to the discard list as poison, malformed the
+-- popped values it moved there because it cannot read their header (with
+-- reason MALFORMED; the caller logs them). When n is 0, hint is the time until
 -- the next lease runs out (-1: none), so the caller can bound its blocking
 -- wait. Timers are not this script's business: a promoter moves them to
 -- ready (internal/timers), which wakes a blocked consumer.
 
 local ready, lease = KEYS[1], KEYS[2]
 
--- leased returns the set of the values leased so far (out[5], ...).
+-- MALFORMED is the discard reason of a value that is no stored message
+-- (internal/codec's ErrMalformed and what is wrong).
+local MALFORMED = 'conveyor: malformed stored message: unreadable header'
+-- HEAD is the number of fields of the reply before the leased values.
+local HEAD = 5
+
+-- leased returns the set of the values leased so far (out[HEAD + 1], ...).
 local function leased(out)
   local seen = {}
-  for i = 5, #out do
+  for i = HEAD + 1, #out do
     seen[out[i]] = true
   end
   return seen
@@ -67,7 +75,7 @@ local deadline = now + vt
 -- Scores go to ZADD as strings: Redis formats a Lua number argument with
 -- printf("%.17g"), once per member; this formats it once per call.
 local score = tostring(deadline)
-local out = {deadline, -1, reclaimed, poisoned}
+local out = {deadline, -1, reclaimed, poisoned, 0}
 local vs = redis.call('RPOP', ready, max)
 if vs then
   local zadd = {}
@@ -78,8 +86,9 @@ if vs then
     -- instructions per job (callgrind) when fetch bumped deliveries itself.
     local rec = string.match(v, VALID)
     if not rec then
-      discard(dl, now, 'conveyor: malformed stored message', v)
-    elseif rec ~= '0' and #out > 4 then
+      discard(dl, now, MALFORMED, v)
+      out[5] = out[5] + 1
+    elseif rec ~= '0' and #out > HEAD then
       -- A recovered message (its last worker died holding it) is leased
       -- alone: if it is poison, the jobs fetched with it must not die with
       -- it and be counted as recovered too. It and the rest go back to the
@@ -105,9 +114,9 @@ if vs then
   for i = 1, #zadd, CHUNK do
     added = added + redis.call('ZADD', lease, unpack(zadd, i, math.min(i + CHUNK - 1, #zadd)))
   end
-  if added < #out - 4 then
-    local seen, j = {}, 4
-    for i = 5, #out do
+  if added < #out - HEAD then
+    local seen, j = {}, HEAD
+    for i = HEAD + 1, #out do
       local v = out[i]
       if not seen[v] then
         seen[v] = true
@@ -121,7 +130,7 @@ if vs then
   end
 end
 
-if #out == 4 then
+if #out == HEAD then
   local nl = redis.call('ZRANGE', lease, 0, 0, 'WITHSCORES')
   if nl[2] then
     out[2] = math.max(0, tonumber(nl[2]) - now)

@@ -5,6 +5,7 @@
 #   make test-cluster    the broker tests against a throwaway 3-master Redis Cluster
 #   make bench           the benchmarks of broker/ and worker/ (no -race)
 #   make compare         bench/compare: Conveyor against asynq, side by side (minutes; not in make test)
+#   make chaos           the chaos suite, docs/chaos.md (CHAOS_RUNS=3 runs each; make chaos-short: one short run each)
 #   make vet             go vet ./...
 #
 # Variables (make test PKGS=./broker/list/... GOTESTFLAGS='-count=1 -run TestX'):
@@ -26,7 +27,7 @@ BENCHTIME ?= 1s
 GOTESTFLAGS ?=
 COMPARE_FLAGS ?=
 
-.PHONY: test test-cluster bench compare vet
+.PHONY: test test-cluster bench compare chaos chaos-short vet
 
 test:
 	TEST_PKGS='$(PKGS)' GOTESTFLAGS='$(GOTESTFLAGS)' bash scripts/test.sh
@@ -39,6 +40,12 @@ bench:
 
 compare:
 	COMPARE_FLAGS='$(COMPARE_FLAGS)' bash bench/compare/run.sh
+
+chaos:
+	bash scripts/chaos.sh
+
+chaos-short:
+	CHAOS_SHORT=1 bash scripts/chaos.sh
 
 vet:
 	go vet $(PKGS)

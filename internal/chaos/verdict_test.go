@@ -1,0 +1,160 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/conveyorq/conveyor/broker"
+)
+
+// book builds a recorder by hand: calls of one job each, and runs.
+type book struct {
+	r    *recorder
+	t0   time.Time
+	runs int
+}
+
+func newBook() *book { return &book{r: newRecorder(), t0: time.Now()} }
+
+func (b *book) call(seq int, id string, err error, delay time.Duration) {
+	c := &callRec{seqs: []int{seq}, err: err, start: b.t0, end: b.t0.Add(time.Millisecond), delay: delay}
+	if err == nil {
+		c.ids = []string{id}
+	}
+	b.r.addCall(c)
+}
+
+// run records a run of job id (seq) in incarnation inc that started at
+// offset ms, with its delivery counters and outcome.
+func (b *book) run(inc, seq int, id string, rec, att int, ms int, done bool, outcome string) {
+	b.runs++
+	b.r.inc(inc)
+	at := b.t0.Add(time.Duration(ms) * time.Millisecond)
+	b.r.start(&runRec{inc: inc, r: b.runs, id: id, seq: seq, rec: rec, att: att, startMs: at.UnixMilli(), start: at,
+		done: done, outcome: outcome, finish: at.Add(time.Millisecond)})
+}
+
+func (b *book) kill(inc int, ms int) {
+	b.r.inc(inc).killed = b.t0.Add(time.Duration(ms) * time.Millisecond)
+	b.r.addFault(fault{kind: "kill", inc: inc, end: b.t0.Add(time.Duration(ms) * time.Millisecond)})
+}
+
+func (b *book) stop(inc int) {
+	i := b.r.inc(inc)
+	i.stopped, i.exited = true, true
+}
+
+var drained = endState{drained: true}
+
+func TestKillExplainsARunAgain(t *testing.T) {
+	b := newBook()
+	b.call(0, "a", nil, 0)
+	b.run(1, 0, "a", 0, 0, 10, true, "") // finished, killed before its ack
+	b.kill(1, 20)
+	b.run(2, 0, "a", 1, 0, 1200, true, "acked")
+	b.stop(2)
+	v := judge(b.r, rules{explains: map[string]bool{"kill": true}}, drained)
+	if v.lost != 0 || v.dupRuns != 1 || v.explained["kill"] != 1 || v.unexplained != 0 || v.dupSingle != 0 {
+		t.Fatalf("verdict %+v", v)
+	}
+	if fs := v.failures(); len(fs) != 0 {
+		t.Fatalf("failures %v", fs)
+	}
+	if v.recovery != 1180*time.Millisecond {
+		t.Fatalf("recovery %v, want 1.18s (from the kill until the job started again)", v.recovery)
+	}
+	if !strings.HasSuffix(v.line(), " PASS") {
+		t.Fatalf("line %q", v.line())
+	}
+}
+
+func TestAKillIsNoExcuseWhereNoneHappened(t *testing.T) {
+	b := newBook()
+	b.call(0, "a", nil, 0)
+	b.run(1, 0, "a", 0, 0, 10, false, "unsettled")
+	b.run(2, 0, "a", 1, 0, 1200, true, "acked")
+	b.stop(1)
+	b.stop(2)
+	v := judge(b.r, rules{explains: map[string]bool{"kill": true}}, drained)
+	if v.unexplained != 1 || !strings.Contains(v.line(), "FAIL (unexplained duplicates)") {
+		t.Fatalf("line %q", v.line())
+	}
+}
+
+func TestTwoCopiesOfOneCall(t *testing.T) {
+	b := newBook()
+	b.call(0, "a", nil, 0)
+	b.run(1, 0, "a", 0, 0, 10, true, "acked")
+	b.run(2, 0, "a", 0, 0, 11, true, "lease_lost") // the same job, a second first delivery
+	b.call(1, "b", nil, 0)
+	b.run(1, 1, "b", 0, 0, 10, true, "acked")
+	b.run(2, 1, "b", 1, 0, 900, true, "acked") // after an ack: a second copy
+	b.stop(1)
+	b.stop(2)
+	v := judge(b.r, rules{explains: map[string]bool{"lease_lost": true}}, drained)
+	if v.dupSingle != 2 {
+		t.Fatalf("dup_single_call %d, want 2: %s", v.dupSingle, v.line())
+	}
+}
+
+func TestLostAndWaiting(t *testing.T) {
+	b := newBook()
+	b.call(0, "gone", nil, 0)
+	b.call(1, "stuck", nil, 0)
+	v := judge(b.r, rules{}, endState{drained: false, left: 1, stored: "1,0,0,0,5:stuck..."})
+	if v.lost != 1 || v.waiting != 1 || v.enqueued != 2 || v.processed != 0 {
+		t.Fatalf("verdict %s", v.line())
+	}
+}
+
+func TestAnswersThatLied(t *testing.T) {
+	b := newBook()
+	dup := &broker.DuplicateError{Queue: "q", ID: "a", Key: "u0"}
+	b.call(0, "", dup, 0)
+	b.run(1, 0, "a", 0, 0, 10, true, "acked")
+	b.call(1, "", errors.New("dial tcp: connection reset"), 0) // outcome unknown: allowed to run
+	b.run(1, 1, "b", 0, 0, 10, true, "acked")
+	b.call(2, "c", nil, 0)
+	b.run(1, 2, "c", 0, 0, 10, true, "lease_lost") // it landed: nothing ran it again
+	b.stop(1)
+	v := judge(b.r, rules{}, drained)
+	if v.refusedButRan != 1 || v.unknownRan != 1 || v.misreported != 1 {
+		t.Fatalf("verdict %s", v.line())
+	}
+}
+
+func TestEarlyAndLate(t *testing.T) {
+	b := newBook()
+	b.call(0, "early", nil, time.Second)
+	b.run(1, 0, "early", 0, 0, 500, true, "acked")
+	b.call(1, "late", nil, time.Second)
+	b.run(1, 1, "late", 0, 0, 4001, true, "acked")
+	b.stop(1)
+	v := judge(b.r, rules{lateBound: 2 * time.Second}, drained)
+	// Start times are whole milliseconds.
+	if v.early != 1 || v.lateMax <= 2990*time.Millisecond || v.lateMax > 3*time.Second {
+		t.Fatalf("early %d late_max %v: %s", v.early, v.lateMax, v.line())
+	}
+	if !strings.Contains(v.line(), "FAIL (early, late)") {
+		t.Fatalf("line %q", v.line())
+	}
+}
+
+func TestRefusal(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{broker.ErrDuplicate, true},
+		{redis.ErrClosed, false},
+		{errors.New("read tcp: i/o timeout"), false},
+	} {
+		if got := refusal(c.err); got != c.want {
+			t.Errorf("refusal(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}

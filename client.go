@@ -105,18 +105,24 @@ func NewClient(d broker.Driver, cfg *ClientConfig) (*Client, error) {
 
 // Enqueue stores one job of kind with args as its payload (see
 // Request.Args) and returns the stored message. A nil error means the job is
-// in Redis.
+// in Redis. An error is the one thing that went wrong, never a list of one.
 func (c *Client) Enqueue(ctx context.Context, kind string, args any, opts *EnqueueOptions) (*broker.Message, error) {
-	msgs, err := c.EnqueueMany(ctx, Request{Kind: kind, Args: args, Opts: opts})
+	m, err := c.message(Request{Kind: kind, Args: args, Opts: opts}, c.cfg.Now())
 	if err != nil {
 		return nil, err
 	}
-	return msgs[0], nil
+	if err := c.send(ctx, []*broker.Message{m}); err != nil {
+		return nil, oneError(err)
+	}
+	return m, nil
 }
 
 // EnqueueMany stores a batch of jobs in one round trip. Either every job is
 // checked and sent, or none is: an invalid request fails the whole call
-// before anything is stored.
+// before anything is stored, with a *RequestError naming its index in reqs.
+// Refusals by the driver (a full queue, a duplicate) come as a
+// *multierror.Error when there are several, as the error itself when there
+// is one.
 func (c *Client) EnqueueMany(ctx context.Context, reqs ...Request) ([]*broker.Message, error) {
 	if len(reqs) == 0 {
 		return nil, nil
@@ -126,14 +132,23 @@ func (c *Client) EnqueueMany(ctx context.Context, reqs ...Request) ([]*broker.Me
 	for i, r := range reqs {
 		m, err := c.message(r, now)
 		if err != nil {
-			return nil, err
+			return nil, &RequestError{Index: i, Err: err}
 		}
 		msgs[i] = m
 	}
 	if err := c.send(ctx, msgs); err != nil {
-		return nil, err
+		return nil, oneError(err)
 	}
 	return msgs, nil
+}
+
+// oneError returns the only error of a list of one: a call refused for one
+// reason reads as that reason, not as "1 error occurred".
+func oneError(err error) error {
+	if m, ok := err.(*multierror.Error); ok && len(m.Errors) == 1 {
+		return m.Errors[0]
+	}
+	return err
 }
 
 // sendBatches stores the messages of several Enqueue calls in one round

@@ -25,9 +25,21 @@ var (
 	ErrAlreadySettled = errors.New("conveyor: job already settled")
 	// ErrPayloadTooLarge is wrapped by every *PayloadTooLargeError.
 	ErrPayloadTooLarge = errors.New("conveyor: payload too large")
-	// ErrClientClosed is returned by Enqueue after Client.Close.
-	ErrClientClosed = errors.New("conveyor: client closed")
 )
+
+// RequestError names the request of an EnqueueMany call that could not be
+// turned into a job (invalid options, a payload too large, args that do not
+// encode) by its index in the call, "job 417: ...": the ID the client
+// would have generated for it is never shown, the caller never saw it.
+// errors.Is and errors.As see through to Err.
+type RequestError struct {
+	Index int
+	Err   error
+}
+
+func (e *RequestError) Error() string { return fmt.Sprintf("job %d: %v", e.Index, e.Err) }
+
+func (e *RequestError) Unwrap() error { return e.Err }
 
 // PayloadTooLargeError reports a payload over the client's cap.
 type PayloadTooLargeError struct {

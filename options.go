@@ -2,6 +2,7 @@ package conveyor
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -117,7 +118,7 @@ func (c *Client) message(r Request, now time.Time) (*broker.Message, error) {
 	}
 	switch {
 	case o.VisibilityTimeout < 0:
-		return nil, &broker.MessageError{ID: m.ID, Field: "VisibilityTimeout", Reason: "negative"}
+		return nil, &broker.MessageError{ID: o.ID, Field: "VisibilityTimeout", Reason: "negative"}
 	case o.VisibilityTimeout > 0:
 		if m.Headers == nil {
 			m.Headers = map[string]string{}
@@ -135,15 +136,15 @@ func (c *Client) message(r Request, now time.Time) (*broker.Message, error) {
 	}
 	switch {
 	case o.Delay < 0:
-		return nil, &broker.MessageError{ID: m.ID, Field: "Delay", Reason: "negative"}
+		return nil, &broker.MessageError{ID: o.ID, Field: "Delay", Reason: "negative"}
 	case !o.RunAt.IsZero():
 		if o.RunAt.Sub(now) > maxRunAhead {
-			return nil, &broker.MessageError{ID: m.ID, Field: "RunAt", Reason: "more than 100 years ahead"}
+			return nil, &broker.MessageError{ID: o.ID, Field: "RunAt", Reason: "more than 100 years ahead"}
 		}
 		m.RunAt = o.RunAt
 	case o.Delay > 0:
 		if o.Delay > maxRunAhead {
-			return nil, &broker.MessageError{ID: m.ID, Field: "Delay", Reason: "more than 100 years"}
+			return nil, &broker.MessageError{ID: o.ID, Field: "Delay", Reason: "more than 100 years"}
 		}
 		m.RunAt = now.Add(o.Delay)
 	}
@@ -154,6 +155,10 @@ func (c *Client) message(r Request, now time.Time) (*broker.Message, error) {
 		m.Headers[HeaderRunAt] = strconv.FormatInt(m.RunAt.UnixMilli(), 10)
 	}
 	if err := broker.ValidateMessage(m); err != nil {
+		var me *broker.MessageError
+		if o.ID == "" && errors.As(err, &me) {
+			me.ID = "" // generated here: the caller never saw it
+		}
 		return nil, err
 	}
 	return m, nil

@@ -36,7 +36,9 @@ func (e *QueueNameError) Error() string {
 
 func (e *QueueNameError) Unwrap() error { return ErrInvalidQueue }
 
-// MessageError reports a message that cannot be enqueued as it is.
+// MessageError reports a message that cannot be enqueued as it is. ID is
+// empty when the message has none the caller knows (the client generates
+// IDs, and names a request of a batch by its index instead).
 type MessageError struct {
 	ID     string
 	Field  string
@@ -44,6 +46,9 @@ type MessageError struct {
 }
 
 func (e *MessageError) Error() string {
+	if e.ID == "" {
+		return fmt.Sprintf("conveyor: invalid message: %s: %s", e.Field, e.Reason)
+	}
 	return fmt.Sprintf("conveyor: invalid message %q: %s: %s", e.ID, e.Field, e.Reason)
 }
 

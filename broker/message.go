@@ -52,8 +52,11 @@ type Delivery struct {
 	// against it atomically, so a consumer whose lease expired and whose
 	// message was delivered again cannot settle it.
 	Token string
-	// LeaseDeadline is when the lease runs out unless extended. Zero for
-	// drivers without leases.
+	// LeaseDeadline is when the lease runs out unless extended, by this
+	// process's clock: drivers take it from the local (monotonic) clock
+	// before asking Redis for the lease, so it is never later than the
+	// server's deadline, whatever the skew between the machines' wall
+	// clocks. Zero for drivers without leases.
 	LeaseDeadline time.Time
 	// Group names the consumer group that holds the lease, for drivers that
 	// have groups (the stream driver); empty otherwise.

@@ -1,6 +1,6 @@
-// Package list is Conveyor's at-least-once, FIFO broker on Redis lists:
-// seed 001's LPUSH / RPOPLPUSH queue with a watcher, done with leases,
-// fencing tokens and atomic recovery.
+// Package list is Conveyor's at-least-once, FIFO broker on Redis lists: an
+// LPUSH / pop queue whose in-flight jobs are leased, fenced by a token and
+// recovered atomically when a worker dies.
 //
 // Each queue q has five keys and two counters (all <prefix>:{q}:..., one
 // cluster slot):
@@ -28,6 +28,15 @@
 // Config.MaxRecoveries recoveries (3 by default) moves it to the discard
 // list instead, with reason "conveyor: poison: lease expired <n> times",
 // in the same script, so it is never delivered again.
+//
+// A stored value the driver cannot decode (written by hand or by another
+// program) is not poison and does not wait for a lease to run out: the
+// fetch that pops it moves it to the discard list, as it was stored, with
+// the decode error as the reason ("conveyor: malformed stored message:
+// ..."), and logs it at Error. fetch.lua does so itself for a value whose
+// header it cannot read; the Go side for one whose header fetch.lua reads
+// but Go refuses (a counter of 11 digits, an ID length past the end, a body
+// that does not decode).
 //
 // The lease ZSET is the in-flight structure; there is no other. Its member
 // is the whole stored message, and that string is the Delivery's Receipt;
@@ -63,7 +72,7 @@
 //	if err != nil {
 //		return err
 //	}
-//	if err := d.Check(ctx); err != nil { // Redis 7+, warns on an eviction policy
+//	if err := d.Check(ctx); err != nil { // Redis 7+, the ACL; warns on an eviction policy
 //		return err
 //	}
 //	err = d.Enqueue(ctx, []*broker.Message{{ID: "42", Kind: "email", Queue: "mail", Payload: body}})

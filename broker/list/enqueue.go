@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-multierror"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/codec"
@@ -14,8 +15,11 @@ import (
 	"github.com/conveyorq/conveyor/internal/timers"
 )
 
-// Enqueue stores msgs: one enqueue.lua call per queue and per 512 messages
-// (all or none of them, duplicates aside), all in one round trip. Every message is
+// Enqueue stores msgs: one enqueue.lua call (or LPUSH) per queue, all or
+// none of its messages (duplicates aside; a Redis at its maxmemory refuses
+// the whole call), all in one round trip. One call holds the server for
+// about a microsecond per message, so split batches of many thousands when
+// that pause matters. Every message is
 // validated first; if one is invalid nothing is stored. A message with a
 // RunAt after now (Redis time) becomes a timer, due then (see Promote); one
 // whose ID a pending timer of its queue has, or whose UniqueKey another
@@ -43,15 +47,12 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 			// atomic as the script and costs Redis and the round trip less.
 			return d.push(ctx, msgs, now, add)
 		}
-		if len(msgs) <= maxEnqueue {
-			q := msgs[0].Queue
-			keys, args := d.enqueueCall(msgs, now)
-			v, err := add.Run(ctx, d.client, enqueueScript, keys, args...)
-			if err != nil {
-				return fmt.Errorf("list: enqueue %q: %w", q, err)
-			}
-			return timers.Duplicates(msgs, v).ErrorOrNil()
+		keys, args := d.enqueueCall(msgs, now)
+		v, err := add.Run(ctx, d.client, enqueueScript, keys, args...)
+		if err != nil {
+			return fmt.Errorf("list: enqueue %q: %w", msgs[0].Queue, err)
 		}
+		return timers.Duplicates(msgs, v).ErrorOrNil()
 	}
 	return d.enqueueMany(ctx, msgs, now)
 }
@@ -60,16 +61,17 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 // the same round trip when add is not nil.
 func (d *Driver) push(ctx context.Context, msgs []*broker.Message, now time.Time, add *registry.Pending) error {
 	q := msgs[0].Queue
+	push := redis.NewCmd(ctx, append([]any{"lpush", d.keys(q).ready}, d.values(msgs, now)...)...)
 	if add == nil {
-		if err := d.client.LPush(ctx, d.keys(q).ready, d.values(msgs, now)...).Err(); err != nil {
+		if err := script.Send(ctx, d.client, push); err != nil {
 			return fmt.Errorf("list: enqueue %q: %w", q, err)
 		}
 		return nil
 	}
 	p := d.client.Pipeline()
-	push := p.LPush(ctx, d.keys(q).ready, d.values(msgs, now)...)
+	_ = p.Process(ctx, script.Once(push))
 	add.Add(ctx, p)
-	_, _ = p.Exec(ctx) // each command's error is read below
+	_ = script.Exec(ctx, p) // each command's error is read below
 	if err := push.Err(); err != nil {
 		return fmt.Errorf("list: enqueue %q: %w", q, err)
 	}
@@ -77,12 +79,10 @@ func (d *Driver) push(ctx context.Context, msgs []*broker.Message, now time.Time
 	return nil
 }
 
-// maxEnqueue caps the messages of one enqueue.lua call, so that a big
-// EnqueueMany does not hold the server in one long script.
-const maxEnqueue = 512
-
-// enqueueMany runs one script call per queue and per maxEnqueue messages,
-// all in one round trip.
+// enqueueMany runs one script call per queue, all in one round trip. A
+// queue's messages are not split over several calls: Redis checks its
+// memory limit when a script starts, so one call stores all of them or
+// none, where a second call could be refused after the first was stored.
 func (d *Driver) enqueueMany(ctx context.Context, msgs []*broker.Message, now time.Time) error {
 	var (
 		calls  []*script.Call
@@ -91,13 +91,9 @@ func (d *Driver) enqueueMany(ctx context.Context, msgs []*broker.Message, now ti
 	)
 	for _, qm := range broker.GroupByQueue(msgs) {
 		names = append(names, qm[0].Queue)
-		for len(qm) > 0 {
-			g := qm[:min(len(qm), maxEnqueue)]
-			qm = qm[len(g):]
-			keys, args := d.enqueueCall(g, now)
-			calls = append(calls, &script.Call{Keys: keys, Args: args})
-			groups = append(groups, g)
-		}
+		keys, args := d.enqueueCall(qm, now)
+		calls = append(calls, &script.Call{Keys: keys, Args: args})
+		groups = append(groups, qm)
 	}
 	add := d.reg.Pending(names...)
 	enqueueScript.RunPipelined(ctx, d.client, calls, add.Also(ctx)...)

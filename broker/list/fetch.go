@@ -3,6 +3,7 @@ package list
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -14,26 +15,38 @@ import (
 // caller may wait before something could become due (-1: nothing known).
 func (c *consumer) fetchOnce(ctx context.Context, max int) ([]*broker.Delivery, time.Duration, error) {
 	t := &c.fetchTail
+	// The lease runs out vt after the script read the server's clock, which
+	// is after this moment: a deadline from the local monotonic clock, taken
+	// before sending, is never later than the server's, whatever the skew
+	// between the two machines' wall clocks.
+	sent := time.Now()
 	v, err := fetchScript.Run(ctx, c.d.client, c.k.fetch, max, t[0], t[1], t[2], t[3], t[4])
 	if err != nil {
 		return nil, 0, err
 	}
 	reply, ok := v.([]any)
-	if !ok || len(reply) < 4 {
+	if !ok || len(reply) < 5 {
 		return nil, 0, fmt.Errorf("fetch.lua replied %T", v)
 	}
-	deadlineMs, ok1 := reply[0].(int64)
+	_, ok1 := reply[0].(int64) // the deadline by the server's clock, for the record
 	hintMs, ok2 := reply[1].(int64)
 	reclaimed, ok3 := reply[2].(int64)
 	poisoned, ok4 := reply[3].(int64)
-	if !ok1 || !ok2 || !ok3 || !ok4 {
-		return nil, 0, fmt.Errorf("fetch.lua replied %T, %T, %T, %T", reply[0], reply[1], reply[2], reply[3])
+	malformed, ok5 := reply[4].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 {
+		return nil, 0, fmt.Errorf("fetch.lua replied %T, %T, %T, %T, %T", reply[0], reply[1], reply[2], reply[3], reply[4])
 	}
 	if reclaimed > 0 {
 		c.d.log.InfoContext(ctx, "list: requeued messages whose lease ran out", "queue", c.queue, "count", reclaimed)
 	}
 	c.d.logPoisoned(ctx, c.queue, poisoned)
-	vals := reply[4:]
+	if malformed > 0 {
+		// fetch.lua moved them to the discard list: it cannot read their
+		// header, so neither can anyone else.
+		c.d.log.ErrorContext(ctx, "list: undecodable messages discarded", "queue", c.queue, "count", malformed,
+			"error", codec.ErrMalformed.Error()+": unreadable header")
+	}
+	vals := reply[5:]
 	if len(vals) == 0 {
 		hint := time.Duration(-1)
 		if hintMs >= 0 {
@@ -41,7 +54,7 @@ func (c *consumer) fetchOnce(ctx context.Context, max int) ([]*broker.Delivery, 
 		}
 		return nil, hint, nil
 	}
-	deadline := time.UnixMilli(deadlineMs)
+	deadline := sent.Add(c.vt.Truncate(time.Millisecond))
 	// One allocation for the batch's deliveries rather than one each.
 	all := make([]broker.Delivery, len(vals))
 	out := make([]*broker.Delivery, 0, len(vals))
@@ -67,20 +80,25 @@ func (c *consumer) fetchOnce(ctx context.Context, max int) ([]*broker.Delivery, 
 	return out, 0, nil
 }
 
-// discardUndecodable moves a leased message that Lua could read (its header)
-// but Go cannot (its body) to the discard list: handing it back would fail
-// every consumer forever.
+// discardUndecodable moves a leased message that fetch.lua could read (its
+// header, by its own pattern) but Go cannot (a counter of 11 digits, an ID
+// length past the end, a body that does not decode) to the discard list at
+// once, with the decode error as the reason, as the stream driver does:
+// handing it out again would fail every consumer the same way, and leaving
+// it leased would only end, after its lease ran out MaxRecoveries times, as
+// poison under the wrong reason. The lease member is the value itself and
+// its token the counter fetch.lua read, so the fenced Discard takes it.
 func (c *consumer) discardUndecodable(ctx context.Context, s string, decodeErr error) {
-	h, _, err := codec.ParseHeader([]byte(s))
-	if err != nil {
-		c.d.log.ErrorContext(ctx, "list: fetched a message with an unreadable header", "queue", c.queue, "error", err)
-		return
+	attrs := []slog.Attr{slog.String("queue", c.queue)}
+	if h, _, err := codec.ParseHeader([]byte(s)); err == nil {
+		attrs = append(attrs, slog.String("job_id", h.ID))
 	}
-	reason := "conveyor: undecodable message: " + decodeErr.Error()
-	d := &broker.Delivery{Message: broker.Message{ID: h.ID, Queue: c.queue}, Receipt: s, Token: strconv.Itoa(h.Deliveries)}
-	if err := c.Discard(ctx, d, reason); err != nil {
-		c.d.log.ErrorContext(ctx, "list: cannot discard an undecodable message", "queue", c.queue, "job_id", h.ID, "error", err)
-		return
+	attrs = attrs[:len(attrs):len(attrs)] // each log line appends its own error
+	c.d.log.LogAttrs(ctx, slog.LevelError, "list: undecodable message discarded",
+		append(attrs, slog.String("error", decodeErr.Error()))...)
+	d := &broker.Delivery{Message: broker.Message{Queue: c.queue}, Receipt: s, Token: receiptToken(s)}
+	if err := c.Discard(ctx, d, decodeErr.Error()); err != nil {
+		c.d.log.LogAttrs(ctx, slog.LevelError, "list: discard of undecodable message failed",
+			append(attrs, slog.String("error", err.Error()))...)
 	}
-	c.d.log.WarnContext(ctx, "list: discarded an undecodable message", "queue", c.queue, "job_id", h.ID, "error", decodeErr)
 }

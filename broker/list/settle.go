@@ -29,17 +29,19 @@ func (c *consumer) Release(ctx context.Context, ds ...*broker.Delivery) error {
 }
 
 // Extend pushes the lease deadline of each delivery to now + ttl (Redis
-// time) and updates LeaseDeadline of those it extended. A delivery whose
-// lease is gone fails with broker.ErrLeaseLost; Extend never recreates one.
+// time) and updates LeaseDeadline of those it extended, by the local clock
+// (see broker.Delivery.LeaseDeadline). A delivery whose lease is gone fails
+// with broker.ErrLeaseLost; Extend never recreates one.
 func (c *consumer) Extend(ctx context.Context, ttl time.Duration, ds ...*broker.Delivery) error {
 	if ttl < time.Millisecond {
 		return fmt.Errorf("list: extend: ttl %v is under 1ms", ttl)
 	}
+	// Taken before sending: never later than the server's deadline.
+	deadline := time.Now().Add(ttl.Truncate(time.Millisecond))
 	deadlineMs, err := c.settleBatch(ctx, "extend", extendScript, c.k.extend, []any{ttl.Milliseconds()}, ds)
 	if deadlineMs == 0 {
 		return err
 	}
-	deadline := time.UnixMilli(deadlineMs)
 	var failed map[*broker.Delivery]bool
 	if me, ok := err.(*multierror.Error); ok {
 		failed = make(map[*broker.Delivery]bool, len(me.Errors))
@@ -126,7 +128,8 @@ func (c *consumer) settleOne(ctx context.Context, op string, s *script.Script, k
 		status, _ := v.(string)
 		err = script.Status(status)
 	}
-	if err != nil {
+	c.doubts.Note(d.Receipt, err)
+	if err = c.doubts.Resolve(d.Receipt, d.LeaseDeadline, err); err != nil {
 		return &broker.DeliveryError{Delivery: d, Err: fmt.Errorf("list: %s: %w", op, err)}
 	}
 	return nil
@@ -159,6 +162,9 @@ func (c *consumer) settleBatch(ctx context.Context, op string, s *script.Script,
 	v, err := s.Run(ctx, c.d.client, keys, args...)
 	if err != nil {
 		for _, d := range sent {
+			if len(head) == 0 { // extend keeps the leases: nothing to doubt
+				c.doubts.Note(d.Receipt, err)
+			}
 			fail(d, err)
 		}
 		return 0, errs.ErrorOrNil()
@@ -178,7 +184,10 @@ func (c *consumer) settleBatch(ctx context.Context, op string, s *script.Script,
 		if k < 1 || int(k) > len(sent) {
 			return lead, fmt.Errorf("list: %s: reply names receipt %d of %d", op, k, len(sent))
 		}
-		fail(sent[k-1], script.Status(status))
+		d := sent[k-1]
+		if err := c.doubts.Resolve(d.Receipt, d.LeaseDeadline, script.Status(status)); err != nil {
+			fail(d, err)
+		}
 	}
 	return lead, errs.ErrorOrNil()
 }

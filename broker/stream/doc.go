@@ -4,7 +4,7 @@
 //
 //	d, err := stream.New(rdb, nil) // rdb: a go-redis UniversalClient
 //	if err != nil { ... }
-//	if err := d.Check(ctx); err != nil { ... } // Redis 7.0+, noeviction
+//	if err := d.Check(ctx); err != nil { ... } // Redis 7.0+, the ACL, noeviction
 //	err = d.Enqueue(ctx, []*broker.Message{{ID: "order:42", Kind: "email", Queue: "mail", Payload: body}})
 //	c, err := d.Open(ctx, "mail", &broker.ConsumerOptions{VisibilityTimeout: time.Minute})
 //	ds, err := c.Fetch(ctx, 50) // blocks until at least one delivery

@@ -18,11 +18,13 @@ import (
 )
 
 // Enqueue stores msgs, which may name different queues: one enqueue.lua call
-// per queue (per 512 messages), all pipelined in one round trip. Messages of
-// one queue are stored in their order. Every message is validated before
-// anything is stored. A queue's call is atomic: with MaxLen set, a batch that
-// does not fit is refused whole (broker.ErrQueueFull); the other queues'
-// batches are still stored. A message with a RunAt after now (Redis time)
+// per queue, all pipelined in one round trip. Messages of one queue are
+// stored in their order. Every message is validated before anything is
+// stored. A queue's call is atomic, all or nothing: with MaxLen set, a batch
+// that does not fit is refused whole (broker.ErrQueueFull), and a Redis at
+// its maxmemory refuses it whole too; the other queues' batches are still
+// stored. One call holds the server for about a microsecond per message, so
+// split batches of many thousands when that pause matters. A message with a RunAt after now (Redis time)
 // becomes a timer (see Promote); one whose ID a pending timer of its queue
 // has, or whose UniqueKey another message holds, is refused with a
 // *broker.DuplicateError while the others are stored.
@@ -46,15 +48,15 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 		// stream exists a plain XADD is as safe as the script and cheaper;
 		// NOMKSTREAM leaves a missing stream to the script, which creates it.
 		stream := keys.Queue(d.cfg.Prefix, msgs[0].Queue).Part("stream")
-		args := &redis.XAddArgs{Stream: stream, NoMkStream: true, Values: []any{"m", codec.Encode(msgs[0], 0)}}
+		xadd := redis.NewCmd(ctx, "xadd", stream, "nomkstream", "*", "m", codec.Encode(msgs[0], 0))
 		var err error
 		if add == nil {
-			err = d.rdb.XAdd(ctx, args).Err()
+			err = script.Send(ctx, d.rdb, xadd)
 		} else {
 			p := d.rdb.Pipeline()
-			xadd := p.XAdd(ctx, args)
+			_ = p.Process(ctx, script.Once(xadd))
 			add.Add(ctx, p)
-			_, _ = p.Exec(ctx) // each command's error is read below
+			_ = script.Exec(ctx, p) // each command's error is read below
 			err = xadd.Err()
 			if add.Done(ctx) {
 				add = nil
@@ -67,7 +69,7 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 			return fmt.Errorf("stream: enqueue: %w", err)
 		}
 	}
-	if single && len(msgs) <= maxBatch {
+	if single {
 		ks, args := d.enqueueCall(msgs)
 		v, err := add.Run(ctx, d.rdb, enqueueScript, ks, args...)
 		if err != nil {
@@ -78,27 +80,23 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 	return d.enqueueMany(ctx, msgs)
 }
 
-// enqueueMany runs one enqueue.lua call per queue and per maxBatch
-// messages, all in one round trip.
+// enqueueMany runs one enqueue.lua call per queue, all in one round trip.
+// A queue's messages are not split over several calls: Redis checks its
+// memory limit when a script starts, so one call stores all of them or
+// none, where a second call could be refused after the first was stored.
 func (d *Driver) enqueueMany(ctx context.Context, msgs []*broker.Message) error {
 	var (
 		calls   []*script.Call
 		queues  []string
 		batches [][]*broker.Message
-		names   []string
 	)
 	for _, qm := range broker.GroupByQueue(msgs) {
-		names = append(names, qm[0].Queue)
-		for len(qm) > 0 {
-			n := min(len(qm), maxBatch)
-			ks, args := d.enqueueCall(qm[:n])
-			calls = append(calls, &script.Call{Keys: ks, Args: args})
-			queues = append(queues, qm[0].Queue)
-			batches = append(batches, qm[:n])
-			qm = qm[n:]
-		}
+		ks, args := d.enqueueCall(qm)
+		calls = append(calls, &script.Call{Keys: ks, Args: args})
+		queues = append(queues, qm[0].Queue)
+		batches = append(batches, qm)
 	}
-	add := d.reg.Pending(names...)
+	add := d.reg.Pending(queues...)
 	enqueueScript.RunPipelined(ctx, d.rdb, calls, add.Also(ctx)...)
 	add.Done(ctx)
 	var errs *multierror.Error

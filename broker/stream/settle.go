@@ -128,6 +128,10 @@ func (c *consumer) batch(ctx context.Context, op string, s *script.Script, keys 
 				code, _ := statuses[i].(string)
 				e = script.Status(code)
 			}
+			if op != "extend" { // extend keeps the lease: nothing to doubt
+				c.doubts.Note(d.Receipt, e)
+				e = c.doubts.Resolve(d.Receipt, d.LeaseDeadline, e)
+			}
 			if e != nil {
 				errs = multierror.Append(errs, &broker.DeliveryError{Delivery: d, Err: fmt.Errorf("stream: %s: %w", op, e)})
 			} else if onOK != nil {

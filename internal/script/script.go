@@ -12,8 +12,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -23,6 +25,7 @@ import (
 // Script is one embedded Lua script.
 type Script struct {
 	name string
+	src  string
 	s    *redis.Script
 }
 
@@ -34,7 +37,7 @@ func New(name, src string, libs ...string) *Script {
 		src = link(src, libs...)
 		register(name, body, libs, src)
 	}
-	return &Script{name: name, s: redis.NewScript(src)}
+	return &Script{name: name, src: src, s: redis.NewScript(src)}
 }
 
 // LinkedScript is one script New built with libraries, for tests: Full is
@@ -81,24 +84,117 @@ func Linked() []LinkedScript {
 func (s *Script) Name() string { return s.name }
 
 // Run runs the script (EVALSHA, falling back to EVAL on NOSCRIPT) and maps a
-// Conveyor error reply to its sentinel.
-func (s *Script) Run(ctx context.Context, c redis.Scripter, keys []string, args ...any) (any, error) {
-	v, err := s.s.Run(ctx, c, keys, args...).Result()
+// Conveyor error reply to its sentinel. The call is sent once (see Once):
+// a reply lost to a broken connection is an error, never a second run.
+func (s *Script) Run(ctx context.Context, c Processor, keys []string, args ...any) (any, error) {
+	cmd := s.cmd(ctx, true, keys, args)
+	err := Send(ctx, c, cmd)
+	if IsNoScript(err) {
+		cmd = s.cmd(ctx, false, keys, args)
+		err = Send(ctx, c, cmd)
+	}
 	if err != nil {
 		return nil, s.wrap(err)
 	}
-	return v, nil
+	return cmd.Val(), nil
 }
 
-// EvalSha queues the script on a pipeline by SHA; pair it with Load so the
-// server has it (see Preload).
+// cmd builds an EVALSHA (sha) or EVAL of the script.
+func (s *Script) cmd(ctx context.Context, sha bool, keys []string, args []any) *redis.Cmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	if sha {
+		a = append(a, "evalsha", s.s.Hash())
+	} else {
+		a = append(a, "eval", s.src)
+	}
+	a = append(a, len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	a = append(a, args...)
+	cmd := redis.NewCmd(ctx, a...)
+	if len(keys) > 0 {
+		cmd.SetFirstKeyPos(3) // a cluster client routes by KEYS[1]
+	}
+	return cmd
+}
+
+// EvalSha queues the script on a pipeline by SHA, to be sent once (see
+// Once); pair it with Load so the server has it (see Preload).
 func (s *Script) EvalSha(ctx context.Context, p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
-	return s.s.EvalSha(ctx, p, keys, args...)
+	cmd := s.cmd(ctx, true, keys, args)
+	_ = p.Process(ctx, Once(cmd))
+	return cmd
 }
 
-// Eval queues the full script text on a pipeline.
+// Eval queues the full script text on a pipeline, to be sent once.
 func (s *Script) Eval(ctx context.Context, p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
-	return s.s.Eval(ctx, p, keys, args...)
+	cmd := s.cmd(ctx, false, keys, args)
+	_ = p.Process(ctx, Once(cmd))
+	return cmd
+}
+
+// Processor sends commands: a client, or a pipeline that queues them.
+type Processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// once is a command go-redis must not send again.
+type once struct{ *redis.Cmd }
+
+// NoRetry tells go-redis not to re-send the command after a connection
+// error.
+func (once) NoRetry() bool { return true }
+
+// Once marks cmd to be sent at most once. go-redis re-sends a command whose
+// connection failed (MaxRetries, 3 by default), also when the command had
+// reached Redis and only its reply was lost: a script that stores, leases
+// or settles would then act twice, and its second reply would describe the
+// second run (a duplicate job, a refused "duplicate" of the caller's own
+// job, a lost lease for a job that was acked). A pipeline holding such a
+// command is not re-sent either. Send retries on its own only when the
+// command cannot have been sent.
+func Once(cmd *redis.Cmd) redis.Cmder { return once{cmd} }
+
+// Send sends cmd once through c (see Once), trying again, a few times,
+// only while the failure proves nothing was sent: the connection could not
+// be made, or the client's pool had none free in time.
+func Send(ctx context.Context, c Processor, cmd *redis.Cmd) error {
+	backoff := 8 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		err := c.Process(ctx, once{cmd})
+		if err == nil || attempt == 2 || !neverSent(err) {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		backoff *= 8
+		cmd.SetErr(nil)
+	}
+}
+
+// neverSent reports whether err proves that the command never left this
+// process.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return (errors.As(err, &op) && op.Op == "dial") || errors.Is(err, redis.ErrPoolTimeout)
+}
+
+// Unsure reports whether err leaves a command's outcome unknown: anything
+// but an error reply from Redis (which ran or refused the command) could
+// have come after the command reached Redis, a reply lost to a broken
+// connection or a deadline.
+func Unsure(err error) bool {
+	if err == nil || neverSent(err) {
+		return false
+	}
+	var reply redis.Error
+	return !errors.As(err, &reply) && !errors.Is(err, broker.ErrLeaseLost) && !errors.Is(err, broker.ErrQueueFull)
 }
 
 // Result maps the error of a pipelined run of the script.
@@ -181,12 +277,12 @@ type Call struct {
 func (s *Script) RunPipelined(ctx context.Context, c redis.UniversalClient, calls []*Call, also ...func(redis.Pipeliner)) {
 	pipe := c.Pipeline()
 	for _, call := range calls {
-		call.cmd = s.s.EvalSha(ctx, pipe, call.Keys, call.Args...)
+		call.cmd = s.EvalSha(ctx, pipe, call.Keys, call.Args...)
 	}
 	for _, f := range also {
 		f(pipe)
 	}
-	_, _ = pipe.Exec(ctx) // errors are read per call below
+	_ = Exec(ctx, pipe) // errors are read per call below
 	var missing []*Call
 	for _, call := range calls {
 		if IsNoScript(call.cmd.Err()) {
@@ -196,11 +292,34 @@ func (s *Script) RunPipelined(ctx context.Context, c redis.UniversalClient, call
 	if len(missing) > 0 {
 		pipe := c.Pipeline()
 		for _, call := range missing {
-			call.cmd = s.s.Eval(ctx, pipe, call.Keys, call.Args...)
+			call.cmd = s.Eval(ctx, pipe, call.Keys, call.Args...)
 		}
-		_, _ = pipe.Exec(ctx)
+		_ = Exec(ctx, pipe)
 	}
 	for _, call := range calls {
 		call.Val, call.Err = s.Result(call.cmd)
 	}
+}
+
+// Exec sends the commands queued on p and returns the first error, as
+// p.Exec does. When the connection could not be set up (an AUTH, HELLO or
+// SELECT refused during the handshake: a wrong password, an unknown ACL
+// user, a database out of range), go-redis returns that error from Exec
+// but leaves each command's own error nil, so a command read alone would
+// look like a success. Exec gives the error to every command then, so that
+// reading each command's Err is always safe.
+func Exec(ctx context.Context, p redis.Pipeliner) error {
+	cmds, err := p.Exec(ctx)
+	if err == nil {
+		return nil
+	}
+	for _, c := range cmds {
+		if c.Err() != nil {
+			return err // the server answered: each command has its own outcome
+		}
+	}
+	for _, c := range cmds {
+		c.SetErr(err)
+	}
+	return err
 }

@@ -5,8 +5,6 @@ import (
 	_ "embed"
 	"fmt"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/conveyorq/conveyor/internal/script"
 )
 
@@ -19,7 +17,7 @@ var (
 // PurgeStep runs purge.lua once: it deletes up to n (at most MaxPage)
 // pending timers of the queue, earliest due first, and returns how many it
 // deleted and how many were pending before.
-func PurgeStep(ctx context.Context, rdb redis.Scripter, k Keys, n int) (deleted, held int64, err error) {
+func PurgeStep(ctx context.Context, rdb script.Processor, k Keys, n int) (deleted, held int64, err error) {
 	v, err := purgeScript.Run(ctx, rdb, []string{k.Delayed, k.Timers}, max(1, min(n, MaxPage)))
 	if err != nil {
 		return 0, 0, fmt.Errorf("purge timers of %q: %w", k.Queue, err)

@@ -107,7 +107,7 @@ func Score(t time.Time) int64 {
 }
 
 // Promote runs promote.lua once.
-func Promote(ctx context.Context, rdb redis.Scripter, k Keys, to Target, max int) (broker.Promotion, error) {
+func Promote(ctx context.Context, rdb script.Processor, k Keys, to Target, max int) (broker.Promotion, error) {
 	if max < 1 {
 		return broker.Promotion{}, fmt.Errorf("promote: max %d is not positive", max)
 	}
@@ -134,7 +134,7 @@ func Promote(ctx context.Context, rdb redis.Scripter, k Keys, to Target, max int
 }
 
 // Cancel runs cancel.lua.
-func Cancel(ctx context.Context, rdb redis.Scripter, k Keys, id string) (bool, error) {
+func Cancel(ctx context.Context, rdb script.Processor, k Keys, id string) (bool, error) {
 	if err := validID(id); err != nil {
 		return false, err
 	}
@@ -146,7 +146,7 @@ func Cancel(ctx context.Context, rdb redis.Scripter, k Keys, id string) (bool, e
 }
 
 // Reschedule runs reschedule.lua.
-func Reschedule(ctx context.Context, rdb redis.Scripter, k Keys, id string, at time.Time) (bool, error) {
+func Reschedule(ctx context.Context, rdb script.Processor, k Keys, id string, at time.Time) (bool, error) {
 	if err := validID(id); err != nil {
 		return false, err
 	}
@@ -182,7 +182,7 @@ func validID(id string) error {
 }
 
 // Pending runs pending.lua and decodes each stored message.
-func Pending(ctx context.Context, rdb redis.Scripter, k Keys, offset, limit int) ([]*broker.Message, int64, error) {
+func Pending(ctx context.Context, rdb script.Processor, k Keys, offset, limit int) ([]*broker.Message, int64, error) {
 	if offset < 0 || limit < 1 {
 		return nil, 0, fmt.Errorf("pending timers of %q: offset %d, limit %d: want offset >= 0 and limit >= 1", k.Queue, offset, limit)
 	}
@@ -215,7 +215,7 @@ func Pending(ctx context.Context, rdb redis.Scripter, k Keys, offset, limit int)
 
 // Fire runs fire.lua: stored is the message's stored form, m.RunAt its due
 // time.
-func Fire(ctx context.Context, rdb redis.Scripter, k Keys, series string, m *broker.Message, stored []byte, keep time.Duration) (bool, error) {
+func Fire(ctx context.Context, rdb script.Processor, k Keys, series string, m *broker.Message, stored []byte, keep time.Duration) (bool, error) {
 	if err := broker.ValidateQueue(series); err != nil {
 		return false, fmt.Errorf("fire: series %q: %w", series, err)
 	}

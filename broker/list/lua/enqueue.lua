@@ -21,7 +21,8 @@
 -- Reply: the numbers k of the refused messages: k for a duplicate timer
 -- ID, -k for a held unique key (empty: all stored). Error "CONVEYOR QUEUE_FULL <detail>" when the batch would
 -- take the queue past its cap; nothing is stored then.
--- Bounded: one iteration per message; the caller sends at most 512.
+-- Bounded: one iteration per message of the call; a queue's messages come
+-- in one call (so that Redis refuses it whole or not at all when full).
 
 local ready, delayed, timers = KEYS[1], KEYS[2], KEYS[4]
 local cap = tonumber(ARGV[1])

@@ -3,8 +3,10 @@
 -- lib.lua). Consumer.Retry counts one, Consumer.Postpone none.
 -- Due now or earlier: the back of ready; later: a timer under the message's
 -- ID (or a free variant of it, see timer_free), which wakes the promoters
--- when it is the earliest. Fenced like ack.lua. A retry (ARGV[4] > 0) is a
--- failed handler run: the queue's stats HASH counts it (field failed).
+-- when it is the earliest. The wake-up's PUBLISH comes first, so that a
+-- user the ACL refuses it fails the call with nothing written. Fenced like
+-- ack.lua. A retry (ARGV[4] > 0) is a failed handler run: the queue's stats
+-- HASH counts it (field failed).
 --
 -- KEYS[1] <prefix>:{<queue>}:ready    LIST of stored messages
 -- KEYS[2] <prefix>:{<queue>}:lease    ZSET stored message in flight, score = lease deadline (unix ms)
@@ -20,20 +22,21 @@
 local ready, lease, delayed = KEYS[1], KEYS[2], KEYS[3]
 local v, at = ARGV[1], tonumber(ARGV[3])
 local d, a, r, id, tail = parse(v)
+local tid
+if d and at > now_ms() then
+  tid = timer_free(delayed, id)
+end
+if tid then
+  timer_wake(delayed, timer_head(delayed), ARGV[3]) -- before the first write (see timer_wake)
+end
 -- ZREM is the lease check: it removes the member only if it is still there.
 if not d or d ~= ARGV[2] or redis.call('ZREM', lease, v) == 0 then
   return 'LEASE_LOST'
 end
 local inc = tonumber(ARGV[4])
 v = build(d + 1, a + inc, r, tail)
-local tid
-if at > now_ms() then
-  tid = timer_free(delayed, id)
-end
 if tid then
-  local head = timer_head(delayed)
   timer_put(delayed, KEYS[4], tid, ARGV[3], v)
-  timer_wake(delayed, head, ARGV[3])
 else
   redis.call('LPUSH', ready, v)
 end

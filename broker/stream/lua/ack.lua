@@ -64,9 +64,13 @@ for i = 5, #ARGV, 2 do
 end
 
 if #ids > 0 then
-  redis.call('HINCRBY', KEYS[2], 'processed', #ids)
+  -- XACK first: it may run on a full Redis (no deny-oom flag), and once a
+  -- script has written, Redis lets it finish. A deny-oom HINCRBY first
+  -- would have the whole ack refused when Redis is at its maxmemory, the
+  -- one time acking (which frees memory) matters most.
   redis.call('XACK', stream, group, unpack(ids))
   redis.call('XDEL', stream, unpack(ids))
+  redis.call('HINCRBY', KEYS[2], 'processed', #ids)
   if redis.call('XLEN', stream) == 0 and redis.call('XPENDING', stream, group)[1] == 0 then
     redis.call('DEL', stream)
   end

@@ -28,7 +28,8 @@
 -- Reply: the numbers k of the refused messages: k for a duplicate timer ID,
 -- -k for a held unique key (empty: all stored); or the error reply "CONVEYOR QUEUE_FULL <length> of <max>"
 -- and nothing is stored.
--- Bounded: one iteration per message; the caller sends at most 512.
+-- Bounded: one iteration per message of the call; a queue's messages come
+-- in one call (so that Redis refuses it whole or not at all when full).
 local stream, delayed, timers, group = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
 local stride = tonumber(ARGV[3])
 local n = (#ARGV - 3) / stride

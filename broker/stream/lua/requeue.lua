@@ -9,9 +9,11 @@
 -- because a new entry starts with a delivery count of 0. A run-at in the
 -- future makes the message a timer under its ID (or a free variant of it,
 -- see timer_free in internal/timers), waking the promoters when it is the
--- earliest; else it is appended to the stream, which wakes blocked readers. An entry deleted while pending cannot
--- be stored again: it is reported as LEASE_LOST and left in the PEL, where
--- XAUTOCLAIM finds it and the driver reports it.
+-- earliest (the PUBLISH comes before the first write, so a user the ACL
+-- refuses it fails the call with nothing written); else it is appended to
+-- the stream, which wakes blocked readers. An entry deleted while pending
+-- cannot be stored again: it is reported as LEASE_LOST and left in the PEL,
+-- where XAUTOCLAIM finds it and the driver reports it.
 --
 -- KEYS[1]  <prefix>:{<queue>}:stream   STREAM with the consumer group ARGV[1]
 -- KEYS[2]  <prefix>:{<queue>}:delayed  ZSET timer ID, score = due time (unix ms)
@@ -40,6 +42,19 @@ if redis.call('EXISTS', stream) == 0 then
 end
 
 local now = now_ms()
+
+-- The wake-up for the earliest timer the call may add comes before the
+-- first write (see timer_wake in internal/timers).
+local soonest
+for i = 6, #ARGV, 3 do
+  local at = tonumber(ARGV[i])
+  if at > now and (not soonest or at < soonest) then
+    soonest = at
+  end
+end
+if soonest then
+  timer_wake(delayed, timer_head(delayed), soonest)
+end
 
 local deleted = false
 local requeued = 0
@@ -77,9 +92,7 @@ for i = 4, #ARGV, 3 do
         tid = timer_free(delayed, mid)
       end
       if tid then
-        local head = timer_head(delayed)
         timer_put(delayed, KEYS[3], tid, ARGV[i + 2], m)
-        timer_wake(delayed, head, at)
         deleted = true
       else
         redis.call('XADD', stream, '*', 'm', m)

@@ -27,8 +27,7 @@ local prev = tonumber(redis.call('GET', last) or '')
 if (prev and prev >= at) or redis.call('ZSCORE', delayed, ARGV[2]) then
   return 0
 end
+timer_wake(delayed, timer_head(delayed), ARGV[1]) -- before the first write (see timer_wake)
 redis.call('SET', last, ARGV[1], 'PX', ARGV[4])
-local head = timer_head(delayed)
 timer_put(delayed, timers, ARGV[2], ARGV[1], ARGV[3])
-timer_wake(delayed, head, ARGV[1])
 return 1

@@ -51,13 +51,26 @@ local function timer_head(delayed)
   return tonumber(redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')[2])
 end
 
--- timer_wake tells sleeping promoters that a timer due at at (ms) was added
--- or moved, when it is now the earliest (head is the earliest due time
--- before the change, nil when there was none). Later timers wake nobody: the
--- promoters already sleep until an earlier one.
+-- timer_wake tells sleeping promoters that a timer due at at (ms) is being
+-- added or moved, when it will be the earliest (head is the earliest due
+-- time before the change, nil when there is none). Later timers wake
+-- nobody: the promoters already sleep until an earlier one.
+--
+-- A script calls it before its first write, not after: Redis checks each
+-- command of a script against the user's ACL when the script reaches it,
+-- and Redis 7 refuses a PUBLISH to a channel the user may not use
+-- (acl-pubsub-default resetchannels), so a PUBLISH after the writes would
+-- fail the call and leave what it wrote. Subscribers receive the message
+-- only once the script has ended, so no promoter can look before the timer
+-- is there. A wake-up for a change the script then does not make (a lease
+-- lost, a duplicate ID) costs a promoter one early look, nothing more.
 local function timer_wake(delayed, head, at)
   if head == nil or tonumber(at) < head then
-    redis.call('PUBLISH', string.sub(delayed, 1, #delayed - 7) .. 'wake', at)
+    local ch = string.sub(delayed, 1, #delayed - 7) .. 'wake'
+    local r = redis.pcall('PUBLISH', ch, at)
+    if type(r) == 'table' and r.err then -- Redis's own error does not name the channel
+      error({err = r.err .. ': ' .. ch .. " (the delay promoters' wake-up); nothing was written"})
+    end
   end
 end
 
@@ -97,35 +110,44 @@ end
 -- TTL (ms). A message due later becomes a timer, refused when a pending
 -- timer has its ID; a unique key is claimed with SET NX PX, the message
 -- refused when it is held; every other message is handed to ready(v), in
--- ARGV order. The promoters are woken when a timer became the earliest.
+-- ARGV order. The promoters are woken, before anything is written (see
+-- timer_wake), when the earliest run-at of the call after now is ahead of
+-- the earliest timer.
 -- Returns the numbers k (1-based) of the refused messages: k for a
 -- duplicate timer ID, -k for a held unique key.
 local function enqueue_each(delayed, timers, first, ready)
-  local now, head -- read only when a message asks for a run-at
-  local dups, soonest = {}, nil
+  -- The run-ats first, read only for messages that have one (ats: message
+  -- number k -> run-at): the wake-up for the earliest timer the call may
+  -- add goes out before anything is written.
+  local ats, now, soonest
   for i = first, #ARGV, 5 do
-    local at, id, u = tonumber(ARGV[i]), ARGV[i + 1], tonumber(ARGV[i + 3])
-    local k = (i - first) / 5 + 1
-    if at > 0 and not now then
-      now = now_ms()
-      head = timer_head(delayed)
+    if ARGV[i] ~= '0' then
+      ats, now = ats or {}, now or now_ms()
+      local at = tonumber(ARGV[i])
+      ats[(i - first) / 5 + 1] = at
+      if at > now and (not soonest or at < soonest) then
+        soonest = at
+      end
     end
-    local later = at > 0 and at > now
+  end
+  if soonest then
+    timer_wake(delayed, timer_head(delayed), soonest)
+  end
+  local dups = {}
+  for i = first, #ARGV, 5 do
+    local id, u = ARGV[i + 1], tonumber(ARGV[i + 3])
+    local k = (i - first) / 5 + 1
+    local at = ats and ats[k]
+    local later = at and at > now
     if later and redis.call('ZSCORE', delayed, id) then
       dups[#dups + 1] = k
     elseif u > 0 and not redis.call('SET', KEYS[u], id, 'NX', 'PX', ARGV[i + 4]) then
       dups[#dups + 1] = -k
     elseif later then
       timer_put(delayed, timers, id, ARGV[i], ARGV[i + 2]) -- at as sent: a number would be formatted again
-      if not soonest or at < soonest then
-        soonest = at
-      end
     else
       ready(ARGV[i + 2])
     end
-  end
-  if soonest then
-    timer_wake(delayed, head, soonest)
   end
   return dups
 end

@@ -11,7 +11,6 @@ local delayed = KEYS[1]
 if not redis.call('ZSCORE', delayed, ARGV[1]) then
   return 0
 end
-local head = timer_head(delayed)
+timer_wake(delayed, timer_head(delayed), ARGV[2]) -- before the write (see timer_wake)
 redis.call('ZADD', delayed, 'XX', ARGV[2], ARGV[1])
-timer_wake(delayed, head, ARGV[2])
 return 1

@@ -1,0 +1,160 @@
+package conveyor_test
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/conveyorq/conveyor"
+	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/drivertest"
+	"github.com/conveyorq/conveyor/internal/redistest"
+)
+
+// fillUp sets rdb's maxmemory to headroom bytes over what it uses now, with
+// noeviction, so that Redis refuses writes once that much more is stored.
+func fillUp(t *testing.T, rdb *redis.Client, headroom int64) {
+	t.Helper()
+	ctx := context.Background()
+	info, err := rdb.Info(ctx, "memory").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var used int64
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			used, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	if used == 0 {
+		t.Fatalf("no used_memory in INFO memory")
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory", strconv.FormatInt(used+headroom, 10)).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ownServer starts a redis-server for t alone and opens drv and a client on
+// it, with every key under the prefix "full".
+func ownServer(t *testing.T, drv drivertest.Driver) (*redis.Client, broker.Driver, *conveyor.Client) {
+	t.Helper()
+	rdb := redistest.StartServer(t).Client(t)
+	d := drv.Must(t, rdb, "full")
+	c, err := conveyor.NewClient(d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rdb, d, c
+}
+
+func isOOM(err error) bool { return err != nil && strings.Contains(err.Error(), "OOM") }
+
+// TestFullRedisDrains: on a Redis at its maxmemory with noeviction, new
+// jobs are refused, and workers still fetch and ack every stored job, each
+// once, and the queue ends empty: settling frees memory, so it must not be
+// refused.
+func TestFullRedisDrains(t *testing.T) {
+	t.Parallel()
+	for _, drv := range drivertest.Durable {
+		t.Run(drv.Name, func(t *testing.T) {
+			t.Parallel()
+			rdb, d, c := ownServer(t, drv)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			payload := bytes.Repeat([]byte("x"), 2000)
+			const n = 600
+			reqs := make([]conveyor.Request, 100)
+			for i := range reqs {
+				reqs[i] = conveyor.Request{Kind: "k", Args: payload}
+			}
+			for range n / len(reqs) {
+				if _, err := c.EnqueueMany(ctx, reqs...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			fillUp(t, rdb, 0)
+			if _, err := c.Enqueue(ctx, "k", payload, nil); !isOOM(err) {
+				t.Fatalf("Enqueue on a full Redis: %v, want an OOM error", err)
+			}
+			cons, err := d.Open(ctx, "default", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cons.Close(ctx)
+			seen := map[string]bool{}
+			for len(seen) < n {
+				ds, err := cons.Fetch(ctx, 50)
+				if err != nil {
+					t.Fatalf("fetch after %d jobs: %v", len(seen), err)
+				}
+				for _, dl := range ds {
+					if seen[dl.ID] {
+						t.Fatalf("job %s delivered twice", dl.ID)
+					}
+					seen[dl.ID] = true
+				}
+				if err := cons.Ack(ctx, ds...); err != nil {
+					t.Fatalf("ack on a full Redis after %d jobs: %v", len(seen), err)
+				}
+			}
+			if left, err := drv.ReadyLen(ctx, rdb, "full", "default"); err != nil || left != 0 {
+				t.Fatalf("ready after draining: %d, %v", left, err)
+			}
+		})
+	}
+}
+
+// TestFullRedisEnqueueManyAllOrNothing: when Redis fills up during a big
+// EnqueueMany for one queue, the call stores every job or none: a caller
+// told "error" has nothing stored it could not name.
+func TestFullRedisEnqueueManyAllOrNothing(t *testing.T) {
+	t.Parallel()
+	for _, drv := range drivertest.Durable {
+		t.Run(drv.Name, func(t *testing.T) {
+			t.Parallel()
+			rdb, _, c := ownServer(t, drv)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			// Warm up: the scripts loaded and the queue registered.
+			if _, err := c.EnqueueMany(ctx, conveyor.Request{Kind: "k"}); err != nil {
+				t.Fatal(err)
+			}
+			fillUp(t, rdb, 2<<20)
+			payload := bytes.Repeat([]byte("x"), 1000)
+			reqs := make([]conveyor.Request, 3000) // about 3 MB: more than the headroom
+			for i := range reqs {
+				reqs[i] = conveyor.Request{Kind: "k", Args: payload}
+			}
+			want, refused := int64(1), 0
+			for call := 0; refused == 0 && call < 10; call++ {
+				_, err := c.EnqueueMany(ctx, reqs...)
+				got, lerr := drv.ReadyLen(ctx, rdb, "full", "default")
+				if lerr != nil {
+					t.Fatal(lerr)
+				}
+				switch {
+				case err == nil:
+					want += int64(len(reqs))
+				case isOOM(err):
+					refused++
+				default:
+					t.Fatalf("call %d: %v", call, err)
+				}
+				if got != want {
+					t.Fatalf("call %d returned %v and the queue holds %d jobs, want %d: stored in part", call, err, got, want)
+				}
+			}
+			if refused == 0 {
+				t.Fatal("Redis never refused a call: the test did not fill it")
+			}
+		})
+	}
+}

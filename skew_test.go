@@ -2,6 +2,7 @@ package conveyor_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -19,6 +20,45 @@ var skews = []time.Duration{5 * time.Second, -5 * time.Second, time.Minute, -tim
 // timeout of the moments before and after the fetch (and the extend).
 func TestLeaseDeadlineUnderSkew(t *testing.T) {
 	t.Parallel()
+	eachSkew(t, func(t *testing.T, d broker.Driver, c *conveyor.Client) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := c.Enqueue(ctx, "k", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		const vt = 3 * time.Second
+		cons, err := d.Open(ctx, "default", &broker.ConsumerOptions{VisibilityTimeout: vt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cons.Close(ctx)
+		within := func(what string, got, before, after time.Time, ttl time.Duration) {
+			t.Helper()
+			if got.Before(before.Add(ttl-time.Millisecond)) || got.After(after.Add(ttl)) {
+				t.Fatalf("%s: LeaseDeadline %v from now, want between %v and %v from now",
+					what, time.Until(got), time.Until(before.Add(ttl)), time.Until(after.Add(ttl)))
+			}
+		}
+		before := time.Now()
+		ds, err := cons.Fetch(ctx, 1)
+		after := time.Now()
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("fetch: %d, %v", len(ds), err)
+		}
+		within("fetch", ds[0].LeaseDeadline, before, after, vt)
+		before = time.Now()
+		if err := cons.Extend(ctx, vt, ds[0]); err != nil { // the stream driver caps a lease at vt
+			t.Fatal(err)
+		}
+		after = time.Now()
+		within("extend", ds[0].LeaseDeadline, before, after, vt)
+	})
+}
+
+// eachSkew runs f in parallel for every skew and durable driver, with a
+// driver and a client on a redis-server of its own whose clock is off by
+// the skew.
+func eachSkew(t *testing.T, f func(t *testing.T, d broker.Driver, c *conveyor.Client)) {
 	for _, skew := range skews {
 		for _, drv := range drivertest.Durable {
 			t.Run(drv.Name+"/"+skew.String(), func(t *testing.T) {
@@ -29,37 +69,7 @@ func TestLeaseDeadlineUnderSkew(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				if _, err := c.Enqueue(ctx, "k", nil, nil); err != nil {
-					t.Fatal(err)
-				}
-				const vt = 3 * time.Second
-				cons, err := d.Open(ctx, "default", &broker.ConsumerOptions{VisibilityTimeout: vt})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer cons.Close(ctx)
-				within := func(what string, got, before, after time.Time, ttl time.Duration) {
-					t.Helper()
-					if got.Before(before.Add(ttl-time.Millisecond)) || got.After(after.Add(ttl)) {
-						t.Fatalf("%s: LeaseDeadline %v from now, want between %v and %v from now",
-							what, time.Until(got), time.Until(before.Add(ttl)), time.Until(after.Add(ttl)))
-					}
-				}
-				before := time.Now()
-				ds, err := cons.Fetch(ctx, 1)
-				after := time.Now()
-				if err != nil || len(ds) != 1 {
-					t.Fatalf("fetch: %d, %v", len(ds), err)
-				}
-				within("fetch", ds[0].LeaseDeadline, before, after, vt)
-				before = time.Now()
-				if err := cons.Extend(ctx, vt, ds[0]); err != nil { // the stream driver caps a lease at vt
-					t.Fatal(err)
-				}
-				after = time.Now()
-				within("extend", ds[0].LeaseDeadline, before, after, vt)
+				f(t, d, c)
 			})
 		}
 	}
@@ -117,4 +127,65 @@ func TestHeartbeatUnderSkew(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDelayUnderSkew: a delay lasts as long as asked by this process's
+// clock whatever the skew of Redis's, for a job enqueued with Delay and for
+// a retry's backoff: each waits what it asked, within the promoter's
+// lateness.
+func TestDelayUnderSkew(t *testing.T) {
+	t.Parallel()
+	const wait = 2 * time.Second
+	eachSkew(t, func(t *testing.T, d broker.Driver, c *conveyor.Client) {
+		type run struct {
+			attempt int
+			at      time.Time
+		}
+		runs := make(chan run, 10)
+		h := conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
+			runs <- run{job.Attempt, time.Now()}
+			if job.Attempt == 0 {
+				return errors.New("fails once, retried after the backoff")
+			}
+			return nil
+		})
+		p, err := worker.NewPool(d, h, &worker.Config{
+			Concurrency: 1, MaxAttempts: 2,
+			Backoff: func(int) time.Duration { return wait },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := drivertest.Background(t, p.Run)
+		defer stop()
+		enqueued := time.Now()
+		if _, err := c.Enqueue(context.Background(), "k", nil, &conveyor.EnqueueOptions{Delay: wait}); err != nil {
+			t.Fatal(err)
+		}
+		next := func() run {
+			t.Helper()
+			select {
+			case r := <-runs:
+				return r
+			case <-time.After(4 * wait):
+				t.Fatalf("no run within %v", 4*wait)
+				return run{}
+			}
+		}
+		check := func(what string, from, to time.Time) {
+			t.Helper()
+			// The lower bound is exact (a timer never fires early);
+			// the upper one leaves a second for the promoter.
+			if got := to.Sub(from); got < wait-time.Millisecond || got > wait+time.Second {
+				t.Errorf("%s waited %v, want %v", what, got, wait)
+			}
+		}
+		first := next()
+		check("Delay", enqueued, first.at)
+		second := next()
+		if second.attempt != 1 {
+			t.Fatalf("second run is attempt %d, want 1", second.attempt)
+		}
+		check("the retry", first.at, second.at)
+	})
 }

@@ -63,13 +63,13 @@ func (c *consumer) Extend(ctx context.Context, ttl time.Duration, ds ...*broker.
 // ready list; later: a timer under its ID, see package delay) and counts a
 // failed attempt.
 func (c *consumer) Retry(ctx context.Context, d *broker.Delivery, at time.Time) error {
-	return c.settleOne(ctx, "retry", retryScript, c.k.retry, d, timers.Score(at), 1)
+	return c.settleOne(ctx, "retry", retryScript, c.k.retry, d, timers.In(at), 1)
 }
 
 // Postpone hands d back to run again at at, as Retry does, without counting
 // an attempt.
 func (c *consumer) Postpone(ctx context.Context, d *broker.Delivery, at time.Time) error {
-	return c.settleOne(ctx, "postpone", retryScript, c.k.retry, d, timers.Score(at), 0)
+	return c.settleOne(ctx, "postpone", retryScript, c.k.retry, d, timers.In(at), 0)
 }
 
 // Discard moves d to the queue's discard list with reason. The list keeps

@@ -33,13 +33,13 @@ func (c *consumer) Ack(ctx context.Context, ds ...*broker.Delivery) error {
 // Retry hands d back with its attempt counted, to run again at at (now or
 // earlier: at once, at the end of the stream; later: through the delayed set).
 func (c *consumer) Retry(ctx context.Context, d *broker.Delivery, at time.Time) error {
-	return single(c.requeue(ctx, "retry", 1, timers.Score(at), d))
+	return single(c.requeue(ctx, "retry", 1, timers.In(at), d))
 }
 
 // Postpone hands d back to run again at at, as Retry does, without counting
 // an attempt.
 func (c *consumer) Postpone(ctx context.Context, d *broker.Delivery, at time.Time) error {
-	return single(c.requeue(ctx, "postpone", 0, timers.Score(at), d))
+	return single(c.requeue(ctx, "postpone", 0, timers.In(at), d))
 }
 
 // Release hands deliveries back to the end of the stream at once, without

@@ -89,6 +89,22 @@ type Target struct {
 	Group  string // the stream's consumer group
 }
 
+// In is how a due time travels to a script: the milliseconds from the
+// local clock's now until at, rounded up (0 when at is zero or not after
+// now). The script adds them to the server's clock, so a delay lasts as
+// long as asked however far the two clocks are apart: a due time is a
+// local time, and only the wait until it crosses to Redis.
+func In(at time.Time) int64 {
+	if at.IsZero() {
+		return 0
+	}
+	d := time.Until(at)
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
 // Score is the timer score of t: unix milliseconds rounded up, so that a
 // timer is never due before t. The zero time and times before 1970 are 0.
 func Score(t time.Time) int64 {
@@ -153,7 +169,7 @@ func Reschedule(ctx context.Context, rdb script.Processor, k Keys, id string, at
 	if err := ValidRunAt(id, at, time.Now()); err != nil {
 		return false, err
 	}
-	v, err := rescheduleScript.Run(ctx, rdb, []string{k.Delayed}, id, Score(at))
+	v, err := rescheduleScript.Run(ctx, rdb, []string{k.Delayed}, id, In(at))
 	if err != nil {
 		return false, fmt.Errorf("reschedule %q in %q: %w", id, k.Queue, err)
 	}
@@ -287,7 +303,8 @@ func Watch(ctx context.Context, rdb redis.UniversalClient, k Keys) (<-chan struc
 }
 
 // EnqueueArgs appends to args, for each message of one queue, the five
-// ARGV items the drivers' enqueue.lua read: the run-at score (0: now), the
+// ARGV items the drivers' enqueue.lua read: the wait until its run-at (see
+// In; 0: now), the
 // ID, the stored form, the position in KEYS of its unique key (0: none) and
 // the unique key's TTL in ms. It returns keys with the unique keys appended.
 func EnqueueArgs(k Keys, keys []string, args []any, msgs []*broker.Message, stored func(*broker.Message) []byte) ([]string, []any) {
@@ -297,7 +314,7 @@ func EnqueueArgs(k Keys, keys []string, args []any, msgs []*broker.Message, stor
 			keys = append(keys, k.Unique(m.UniqueKey))
 			u, ttl = len(keys), max(m.UniqueTTL.Milliseconds(), 1)
 		}
-		args = append(args, Score(m.RunAt), m.ID, stored(m), u, ttl)
+		args = append(args, In(m.RunAt), m.ID, stored(m), u, ttl)
 	}
 	return keys, args
 }

@@ -15,19 +15,19 @@
 -- KEYS[5] <prefix>:{<queue>}:stats    HASH processed, failed: cumulative counters
 -- ARGV[1] stored message (the delivery's receipt)
 -- ARGV[2] token (deliveries as a decimal string)
--- ARGV[3] run-at, unix ms
+-- ARGV[3] the wait until it is due, ms from the server's now (0: now)
 -- ARGV[4] attempt increment: 1 (retry) or 0 (postpone)
 -- Reply: "OK" or "LEASE_LOST".
 
 local ready, lease, delayed = KEYS[1], KEYS[2], KEYS[3]
-local v, at = ARGV[1], tonumber(ARGV[3])
+local v, wait = ARGV[1], tonumber(ARGV[3])
 local d, a, r, id, tail = parse(v)
-local tid
-if d and at > now_ms() then
-  tid = timer_free(delayed, id)
+local tid, at
+if d and wait > 0 then
+  tid, at = timer_free(delayed, id), due(now_ms_up(), wait)
 end
 if tid then
-  timer_wake(delayed, timer_head(delayed), ARGV[3]) -- before the first write (see timer_wake)
+  timer_wake(delayed, timer_head(delayed), at) -- before the first write (see timer_wake)
 end
 -- ZREM is the lease check: it removes the member only if it is still there.
 if not d or d ~= ARGV[2] or redis.call('ZREM', lease, v) == 0 then
@@ -36,7 +36,7 @@ end
 local inc = tonumber(ARGV[4])
 v = build(d + 1, a + inc, r, tail)
 if tid then
-  timer_put(delayed, KEYS[4], tid, ARGV[3], v)
+  timer_put(delayed, KEYS[4], tid, at, v)
 else
   redis.call('LPUSH', ready, v)
 end

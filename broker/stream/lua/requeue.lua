@@ -25,7 +25,7 @@
 -- ARGV[2]  consumer name
 -- ARGV[3]  attempt increment: 1 for a retry, 0 for a postpone or a release
 -- ARGV[4], ARGV[5], ARGV[6], ...  triples: entry ID, delivery count (the count part of the token),
---          run-at (unix ms, 0 = now)
+--          the wait until it is due (ms from the server's now, 0 = now)
 --
 -- Reply: one status per triple, in order: "OK" or "LEASE_LOST".
 -- Bounded: one iteration per triple; the caller sends at most 512 triples.
@@ -41,19 +41,19 @@ if redis.call('EXISTS', stream) == 0 then
   return out
 end
 
-local now = now_ms()
+local now = now_ms_up()
 
 -- The wake-up for the earliest timer the call may add comes before the
 -- first write (see timer_wake in internal/timers).
 local soonest
 for i = 6, #ARGV, 3 do
-  local at = tonumber(ARGV[i])
-  if at > now and (not soonest or at < soonest) then
-    soonest = at
+  local wait = tonumber(ARGV[i])
+  if wait > 0 and (not soonest or wait < soonest) then
+    soonest = wait
   end
 end
 if soonest then
-  timer_wake(delayed, timer_head(delayed), soonest)
+  timer_wake(delayed, timer_head(delayed), due(now, soonest))
 end
 
 local deleted = false
@@ -86,13 +86,13 @@ for i = 4, #ARGV, 3 do
       redis.call('XACK', stream, group, id)
       redis.call('XDEL', stream, id)
       m = '1,0,' .. (tonumber(a) + inc) .. ',' .. (tonumber(r) + p[4] - 1) .. ',' .. string.sub(m, pos)
-      local at = tonumber(ARGV[i + 2])
+      local wait = tonumber(ARGV[i + 2])
       local tid
-      if at > now then
+      if wait > 0 then
         tid = timer_free(delayed, mid)
       end
       if tid then
-        timer_put(delayed, KEYS[3], tid, ARGV[i + 2], m)
+        timer_put(delayed, KEYS[3], tid, due(now, wait), m)
         deleted = true
       else
         redis.call('XADD', stream, '*', 'm', m)

@@ -46,6 +46,22 @@ local function stored_id(m, pos)
   return string.sub(m, ipos, ipos + tonumber(l) - 1)
 end
 
+-- now_ms_up is the server's time in unix milliseconds rounded up: the
+-- base of a due time, which must not come before the sender's (see due).
+local function now_ms_up()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.ceil(tonumber(t[2]) / 1000)
+end
+
+-- due returns the due time, unix ms as a decimal string, of a wait of
+-- wait ms (a number) from now (ms, from now_ms_up): callers send waits,
+-- not times, so that a client's clock never meets the server's (see In in
+-- timers.go). With both rounded up, a due time is never before the one
+-- the sender meant when the clocks agree.
+local function due(now, wait)
+  return string.format('%.0f', now + wait)
+end
+
 -- timer_head returns the due time of the earliest timer, nil when none.
 local function timer_head(delayed)
   return tonumber(redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')[2])
@@ -105,7 +121,8 @@ local function timer_free(delayed, id)
 end
 
 -- enqueue_each stores the messages of an enqueue call, given as 5 ARGV
--- items each from ARGV[first] on: run-at (unix ms; 0: now), message ID,
+-- items each from ARGV[first] on: the wait until it is due (ms from the
+-- server's now; 0: now), message ID,
 -- stored message, u (its unique key is KEYS[u]; 0: none), the unique key's
 -- TTL (ms). A message due later becomes a timer, refused when a pending
 -- timer has its ID; a unique key is claimed with SET NX PX, the message
@@ -116,35 +133,35 @@ end
 -- Returns the numbers k (1-based) of the refused messages: k for a
 -- duplicate timer ID, -k for a held unique key.
 local function enqueue_each(delayed, timers, first, ready)
-  -- The run-ats first, read only for messages that have one (ats: message
-  -- number k -> run-at): the wake-up for the earliest timer the call may
-  -- add goes out before anything is written.
+  -- The due times first, only for messages that wait (ats: message
+  -- number k -> due time, a string): the wake-up for the earliest timer the
+  -- call may add goes out before anything is written.
   local ats, now, soonest
   for i = first, #ARGV, 5 do
     if ARGV[i] ~= '0' then
-      ats, now = ats or {}, now or now_ms()
-      local at = tonumber(ARGV[i])
-      ats[(i - first) / 5 + 1] = at
-      if at > now and (not soonest or at < soonest) then
-        soonest = at
+      ats, now = ats or {}, now or now_ms_up()
+      local wait = tonumber(ARGV[i])
+      ats[(i - first) / 5 + 1] = due(now, wait)
+      if not soonest or wait < soonest then
+        soonest = wait
       end
     end
   end
   if soonest then
-    timer_wake(delayed, timer_head(delayed), soonest)
+    timer_wake(delayed, timer_head(delayed), due(now, soonest))
   end
   local dups = {}
   for i = first, #ARGV, 5 do
     local id, u = ARGV[i + 1], tonumber(ARGV[i + 3])
     local k = (i - first) / 5 + 1
     local at = ats and ats[k]
-    local later = at and at > now
+    local later = at ~= nil
     if later and redis.call('ZSCORE', delayed, id) then
       dups[#dups + 1] = k
     elseif u > 0 and not redis.call('SET', KEYS[u], id, 'NX', 'PX', ARGV[i + 4]) then
       dups[#dups + 1] = -k
     elseif later then
-      timer_put(delayed, timers, id, ARGV[i], ARGV[i + 2]) -- at as sent: a number would be formatted again
+      timer_put(delayed, timers, id, at, ARGV[i + 2])
     else
       ready(ARGV[i + 2])
     end

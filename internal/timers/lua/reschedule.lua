@@ -4,13 +4,14 @@
 --
 -- KEYS[1] <prefix>:{<queue>}:delayed  ZSET timer ID, score = due time (unix ms)
 -- ARGV[1] timer ID
--- ARGV[2] new due time, unix ms
+-- ARGV[2] the wait until the new due time, ms from the server's now (0: now)
 -- Reply: 1 when the timer was pending (and moved), else 0.
 
 local delayed = KEYS[1]
 if not redis.call('ZSCORE', delayed, ARGV[1]) then
   return 0
 end
-timer_wake(delayed, timer_head(delayed), ARGV[2]) -- before the write (see timer_wake)
-redis.call('ZADD', delayed, 'XX', ARGV[2], ARGV[1])
+local at = due(now_ms_up(), tonumber(ARGV[2]))
+timer_wake(delayed, timer_head(delayed), at) -- before the write (see timer_wake)
+redis.call('ZADD', delayed, 'XX', at, ARGV[1])
 return 1

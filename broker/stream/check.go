@@ -21,8 +21,10 @@ func (d *Driver) Check(ctx context.Context) error {
 }
 
 // needs are the commands the stream driver sends (see
-// redischeck.Durable), with those of its streams and consumer group;
-// check_test.go holds them to the scripts' text.
+// redischeck.Durable), with those of its streams and consumer group, from
+// its scripts and from Go (the wait on a missing stream's creation is an
+// XREAD); check_test.go holds them to the scripts' text and to the
+// package's source.
 func (d *Driver) needs() []redischeck.Need {
 	s, g := d.keys(redischeck.ProbeQueue).stream, d.cfg.Group
 	key := func(cmd string, args ...string) redischeck.Need { return redischeck.Key(s, cmd, args...) }
@@ -35,6 +37,7 @@ func (d *Driver) needs() []redischeck.Need {
 		key("XGROUP DELCONSUMER", s, g, "c"),
 		key("XINFO GROUPS", s),
 		key("XREADGROUP", "GROUP", g, "c", "STREAMS", s, ">"),
+		key("XREAD", "STREAMS", s, "0-0"),
 		key("XPENDING", s, g),
 		key("XACK", s, g, "0-1"),
 		key("XCLAIM", s, g, "c", "0", "0-1"),

@@ -10,7 +10,8 @@ import (
 
 // The driver's scripts; each file's header names its KEYS, ARGV and reply.
 var (
-	// lib.lua holds helpers of the scripts that read entries (entry_body).
+	// lib.lua holds helpers of the scripts that read or settle entries
+	// (entry_body, lost_status).
 	//
 	//go:embed lua/lib.lua
 	libSrc string
@@ -31,9 +32,9 @@ var (
 
 	enqueueScript = script.New("stream/enqueue", enqueueSrc, timers.Lib)
 	fetchScript   = script.New("stream/fetch", fetchSrc, timers.Lib+discards.Lib+libSrc)
-	ackScript     = script.New("stream/ack", ackSrc)
-	requeueScript = script.New("stream/requeue", requeueSrc, timers.Lib)
-	discardScript = script.New("stream/discard", discardSrc, discards.Lib)
+	ackScript     = script.New("stream/ack", ackSrc, libSrc)
+	requeueScript = script.New("stream/requeue", requeueSrc, timers.Lib+libSrc)
+	discardScript = script.New("stream/discard", discardSrc, discards.Lib+libSrc)
 	extendScript  = script.New("stream/extend", extendSrc)
 	closeScript   = script.New("stream/close", closeSrc)
 )

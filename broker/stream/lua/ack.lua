@@ -27,15 +27,19 @@
 -- ARGV[4]  highest entry ID among the pairs
 -- ARGV[5], ARGV[6], ...  pairs: entry ID, delivery count (the count part of the token)
 --
--- Reply: one status per pair, in order: "OK" or "LEASE_LOST".
+-- Reply: one status per pair, in order: "OK"; "GONE" when the entry is
+-- neither pending in the group nor in the stream (settled already, see
+-- lost_status in lib.lua; so when the stream does not exist); else
+-- "LEASE_LOST" (pending for another consumer or with another count).
 -- Bounded: the caller sends at most 512 pairs; the ranged XPENDING returns
--- at most two entries per pair, then at most one XPENDING per pair it missed.
+-- at most two entries per pair, then at most one XPENDING and one XRANGE
+-- per pair it missed.
 local stream, group, me = KEYS[1], ARGV[1], ARGV[2]
 local out = {}
 
 if redis.call('EXISTS', stream) == 0 then
   for i = 5, #ARGV, 2 do
-    out[#out + 1] = 'LEASE_LOST'
+    out[#out + 1] = 'GONE'
   end
   return out
 end
@@ -49,17 +53,20 @@ local ids = {}
 for i = 5, #ARGV, 2 do
   local id = ARGV[i]
   local count = seen[id]
+  local status = 'LEASE_LOST'
   if count == nil then
-    local p = redis.call('XPENDING', stream, group, id, id, 1, me)[1]
-    if p then
+    local p = redis.call('XPENDING', stream, group, id, id, 1)[1]
+    if p and p[2] == me then
       count = p[4]
+    elseif not p then
+      status = lost_status(stream, id)
     end
   end
   if count == tonumber(ARGV[i + 1]) then
     ids[#ids + 1] = id
     out[#out + 1] = 'OK'
   else
-    out[#out + 1] = 'LEASE_LOST'
+    out[#out + 1] = status
   end
 end
 

@@ -27,15 +27,20 @@
 -- ARGV[6]  max length of the discard list
 -- ARGV[7]  max age of discard records, ms (<= 0: no age limit)
 --
--- Reply: a one-item array: "OK" or "LEASE_LOST".
+-- Reply: a one-item array: "OK"; "GONE" when the entry is neither pending
+-- in the group nor in the stream (settled already, see lost_status in
+-- lib.lua; so when the stream does not exist); else "LEASE_LOST".
 local stream, dead = KEYS[1], KEYS[2]
 local group, me, id = ARGV[1], ARGV[2], ARGV[3]
 
 if redis.call('EXISTS', stream) == 0 then
-  return {'LEASE_LOST'}
+  return {'GONE'}
 end
 local p = redis.call('XPENDING', stream, group, id, id, 1)[1]
-if not (p and p[2] == me and p[4] == tonumber(ARGV[4])) then
+if not p then
+  return {lost_status(stream, id)}
+end
+if not (p[2] == me and p[4] == tonumber(ARGV[4])) then
   return {'LEASE_LOST'}
 end
 

@@ -1,6 +1,7 @@
 -- lib.lua: helpers shared by the stream driver's scripts that read entries
--- (fetch.lua and the inspection scripts). The Go side puts this text in
--- front of each of them (see scripts.go and inspect.go), so every script
+-- (fetch.lua and the inspection scripts) or settle them (ack.lua,
+-- requeue.lua, discard.lua). The Go side puts this text in front of each
+-- of them (see scripts.go and inspect.go), so every script
 -- still runs as one self-contained EVAL; the helpers are locals, as Redis 7
 -- forbids script globals.
 --
@@ -18,4 +19,14 @@ local function entry_body(fields)
     end
   end
   return ''
+end
+
+-- lost_status returns the status of a settle whose entry id is not pending
+-- in the group (the caller looked): "GONE" when it is not in the stream
+-- either (someone settled it, and no consumer holds it), else "LEASE_LOST".
+local function lost_status(stream, id)
+  if #redis.call('XRANGE', stream, id, id) == 0 then
+    return 'GONE'
+  end
+  return 'LEASE_LOST'
 end

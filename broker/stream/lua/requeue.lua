@@ -27,7 +27,10 @@
 -- ARGV[4], ARGV[5], ARGV[6], ...  triples: entry ID, delivery count (the count part of the token),
 --          the wait until it is due (ms from the server's now, 0 = now)
 --
--- Reply: one status per triple, in order: "OK" or "LEASE_LOST".
+-- Reply: one status per triple, in order: "OK"; "GONE" when the entry is
+-- neither pending in the group nor in the stream (settled already, see
+-- lost_status in lib.lua; so when the stream does not exist); else
+-- "LEASE_LOST".
 -- Bounded: one iteration per triple; the caller sends at most 512 triples.
 local stream, delayed = KEYS[1], KEYS[2]
 local group, me = ARGV[1], ARGV[2]
@@ -36,7 +39,7 @@ local out = {}
 
 if redis.call('EXISTS', stream) == 0 then
   for i = 4, #ARGV, 3 do
-    out[#out + 1] = 'LEASE_LOST'
+    out[#out + 1] = 'GONE'
   end
   return out
 end
@@ -62,7 +65,9 @@ for i = 4, #ARGV, 3 do
   local id = ARGV[i]
   local status = 'LEASE_LOST'
   local p = redis.call('XPENDING', stream, group, id, id, 1)[1]
-  if p and p[2] == me and p[4] == tonumber(ARGV[i + 1]) then
+  if not p then
+    status = lost_status(stream, id)
+  elseif p[2] == me and p[4] == tonumber(ARGV[i + 1]) then
     local e = redis.call('XRANGE', stream, id, id)[1]
     local m
     if e then

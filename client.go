@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/go-multierror"
@@ -12,17 +13,33 @@ import (
 	"github.com/conveyorq/conveyor/internal/groupcommit"
 )
 
-// DefaultMaxPayloadBytes caps a job's payload unless configured otherwise.
+// DefaultMaxPayloadBytes caps a job's payload and headers unless configured
+// otherwise.
 const DefaultMaxPayloadBytes = 1 << 20
+
+// DefaultMaxHeaders caps the headers of a job unless configured otherwise.
+const DefaultMaxHeaders = 64
+
+// MaxHeaderNameLen caps the name of a header, in bytes.
+const MaxHeaderNameLen = 128
 
 // ClientConfig configures a Client. The zero value is valid.
 type ClientConfig struct {
 	// DefaultQueue receives jobs whose options name no queue. Defaults to
 	// "default".
 	DefaultQueue string
-	// MaxPayloadBytes caps the encoded payload of a job; a larger one is
-	// refused with a *PayloadTooLargeError. Defaults to 1 MiB.
+	// MaxPayloadBytes caps what a job's own data costs in Redis: its encoded
+	// payload plus its headers (the bytes of every name and value the
+	// caller set). A job over it is refused with a *PayloadTooLargeError
+	// (ErrPayloadTooLarge and ErrInvalidMessage). The kind and the ID (at
+	// most 128 bytes each) do not count, nor do headers added after the
+	// check: Conveyor's own (a delay's due time, a few dozen bytes) and an
+	// EnqueueMiddleware's (trace context). Defaults to 1 MiB.
 	MaxPayloadBytes int
+	// MaxHeaders caps the headers a caller may set on one job; a job with
+	// more is refused with ErrInvalidMessage, as is one with a header name
+	// longer than MaxHeaderNameLen. Defaults to DefaultMaxHeaders (64).
+	MaxHeaders int
 	// Middleware wraps every enqueue, first outermost (tracing, unique keys).
 	Middleware []EnqueueMiddleware
 	// MaxRoundTrips caps the enqueue round trips the client has in flight at
@@ -86,6 +103,12 @@ func NewClient(d broker.Driver, cfg *ClientConfig) (*Client, error) {
 	if c.cfg.MaxPayloadBytes < 0 {
 		return nil, errors.New("conveyor: NewClient: MaxPayloadBytes is negative")
 	}
+	if c.cfg.MaxHeaders == 0 {
+		c.cfg.MaxHeaders = DefaultMaxHeaders
+	}
+	if c.cfg.MaxHeaders < 0 {
+		return nil, errors.New("conveyor: NewClient: MaxHeaders is negative")
+	}
 	if c.cfg.MaxRoundTrips == 0 {
 		c.cfg.MaxRoundTrips = 8
 	}
@@ -107,12 +130,14 @@ func NewClient(d broker.Driver, cfg *ClientConfig) (*Client, error) {
 // Request.Args) and returns the stored message. A nil error means the job is
 // in Redis. An error is the one thing that went wrong, never a list of one.
 func (c *Client) Enqueue(ctx context.Context, kind string, args any, opts *EnqueueOptions) (*broker.Message, error) {
-	m, err := c.message(Request{Kind: kind, Args: args, Opts: opts}, c.cfg.Now())
+	r := Request{Kind: kind, Args: args, Opts: opts}
+	m, err := c.message(r, c.cfg.Now())
 	if err != nil {
 		return nil, err
 	}
-	if err := c.send(ctx, []*broker.Message{m}); err != nil {
-		return nil, oneError(err)
+	msgs := []*broker.Message{m}
+	if err := c.send(ctx, msgs); err != nil {
+		return nil, oneError(hideGeneratedIDs(err, []Request{r}, msgs))
 	}
 	return m, nil
 }
@@ -137,9 +162,42 @@ func (c *Client) EnqueueMany(ctx context.Context, reqs ...Request) ([]*broker.Me
 		msgs[i] = m
 	}
 	if err := c.send(ctx, msgs); err != nil {
-		return nil, oneError(err)
+		return nil, oneError(hideGeneratedIDs(err, reqs, msgs))
 	}
 	return msgs, nil
+}
+
+// hideGeneratedIDs clears the ID of each refused duplicate in err whose ID
+// the client generated (its request set none), so that its message does
+// not read as if the caller had chosen that ID: the caller never saw it.
+// msgs[i] is the message of reqs[i].
+func hideGeneratedIDs(err error, reqs []Request, msgs []*broker.Message) error {
+	parts := []error{err}
+	if m, isMulti := err.(*multierror.Error); isMulti {
+		parts = m.WrappedErrors()
+	}
+	var index map[*broker.Message]int
+	for _, e := range parts {
+		var de *broker.DuplicateError
+		if !errors.As(e, &de) || de.ID == "" {
+			continue
+		}
+		if index == nil {
+			index = make(map[*broker.Message]int, len(msgs))
+			for i, m := range msgs {
+				index[m] = i
+			}
+		}
+		i, ok := index[de.Message]
+		if !ok {
+			// A driver that does not name the message: find it by ID.
+			i = slices.IndexFunc(msgs, func(m *broker.Message) bool { return m.Queue == de.Queue && m.ID == de.ID })
+		}
+		if i >= 0 && (reqs[i].Opts == nil || reqs[i].Opts.ID == "") {
+			de.ID = ""
+		}
+	}
+	return err
 }
 
 // oneError returns the only error of a list of one: a call refused for one

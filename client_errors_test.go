@@ -74,12 +74,8 @@ func TestEnqueueManyNamesTheRequest(t *testing.T) {
 // EnqueueMany with one refusal.
 func TestEnqueueSingleErrorIsItself(t *testing.T) {
 	t.Parallel()
-	c, _, _, _ := newClient(t, nil)
+	c, o := uniqueKeyHeld(t)
 	ctx := context.Background()
-	o := &conveyor.EnqueueOptions{UniqueKey: "order:1", UniqueFor: time.Minute}
-	if _, err := c.Enqueue(ctx, "k", nil, o); err != nil {
-		t.Fatal(err)
-	}
 	check := func(what string, err error) {
 		t.Helper()
 		var de *broker.DuplicateError
@@ -95,4 +91,16 @@ func TestEnqueueSingleErrorIsItself(t *testing.T) {
 	check("Enqueue of a duplicate", err)
 	_, err = c.EnqueueMany(ctx, conveyor.Request{Kind: "k", Opts: o})
 	check("EnqueueMany of a duplicate", err)
+}
+
+// uniqueKeyHeld returns a client whose default queue holds a job with the
+// unique key "order:1", and options that ask for that key again.
+func uniqueKeyHeld(t *testing.T) (*conveyor.Client, *conveyor.EnqueueOptions) {
+	t.Helper()
+	c, _, _, _ := newClient(t, nil)
+	o := &conveyor.EnqueueOptions{UniqueKey: "order:1", UniqueFor: time.Minute}
+	if _, err := c.Enqueue(context.Background(), "k", nil, o); err != nil {
+		t.Fatal(err)
+	}
+	return c, o
 }

@@ -41,18 +41,30 @@ func (e *RequestError) Error() string { return fmt.Sprintf("job %d: %v", e.Index
 
 func (e *RequestError) Unwrap() error { return e.Err }
 
-// PayloadTooLargeError reports a payload over the client's cap.
+// PayloadTooLargeError reports a job whose payload and headers are over the
+// client's cap (ClientConfig.MaxPayloadBytes). It is ErrPayloadTooLarge and
+// ErrInvalidMessage to errors.Is.
 type PayloadTooLargeError struct {
-	Kind  string
-	Size  int
-	Limit int
+	Kind string
+	// Size is what counts against the cap: the payload's bytes plus Headers.
+	Size int
+	// Headers is the bytes of the caller's header names and values.
+	Headers int
+	Limit   int
 }
 
 func (e *PayloadTooLargeError) Error() string {
-	return fmt.Sprintf("conveyor: payload of %s is %d bytes, over the %d byte cap", e.Kind, e.Size, e.Limit)
+	if e.Headers == 0 {
+		return fmt.Sprintf("conveyor: payload of %s is %d bytes, over the %d byte cap", e.Kind, e.Size, e.Limit)
+	}
+	return fmt.Sprintf("conveyor: payload and headers of %s are %d bytes (headers %d), over the %d byte cap", e.Kind, e.Size, e.Headers, e.Limit)
 }
 
 func (e *PayloadTooLargeError) Unwrap() error { return ErrPayloadTooLarge }
+
+// Is makes a job over the cap an invalid message too, as a job over any
+// other limit is.
+func (e *PayloadTooLargeError) Is(target error) bool { return target == ErrInvalidMessage }
 
 // SkipRetry marks err as final: the pool discards the job instead of
 // retrying it. errors.Is and errors.As see through to err.

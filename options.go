@@ -24,7 +24,10 @@ type EnqueueOptions struct {
 	// second delayed job with the ID of a pending timer of the queue is
 	// refused with ErrDuplicate.
 	ID string
-	// Headers travel with the job (trace context, correlation IDs).
+	// Headers travel with the job (trace context, correlation IDs). At most
+	// ClientConfig.MaxHeaders (64 by default), names at most
+	// MaxHeaderNameLen (128) bytes; their names and values count toward
+	// ClientConfig.MaxPayloadBytes with the payload.
 	Headers map[string]string
 	// Delay makes the job ready after Delay. Must not be negative.
 	Delay time.Duration
@@ -104,12 +107,16 @@ func (c *Client) message(r Request, now time.Time) (*broker.Message, error) {
 	if err != nil {
 		return nil, fmt.Errorf("conveyor: encode args of %s: %w", r.Kind, err)
 	}
-	if len(payload) > c.cfg.MaxPayloadBytes {
-		return nil, &PayloadTooLargeError{Kind: r.Kind, Size: len(payload), Limit: c.cfg.MaxPayloadBytes}
-	}
 	o := r.Opts
 	if o == nil {
 		o = &EnqueueOptions{}
+	}
+	hbytes, err := c.checkHeaders(o)
+	if err != nil {
+		return nil, err
+	}
+	if size := len(payload) + hbytes; size > c.cfg.MaxPayloadBytes {
+		return nil, &PayloadTooLargeError{Kind: r.Kind, Size: size, Headers: hbytes, Limit: c.cfg.MaxPayloadBytes}
 	}
 	m := &broker.Message{
 		ID: o.ID, Kind: r.Kind, Queue: o.Queue, Payload: payload, Headers: copyHeaders(o.Headers),
@@ -162,6 +169,23 @@ func (c *Client) message(r Request, now time.Time) (*broker.Message, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// checkHeaders applies the header limits to the caller's headers and
+// returns their size, names and values, for the byte cap.
+func (c *Client) checkHeaders(o *EnqueueOptions) (int, error) {
+	if n := len(o.Headers); n > c.cfg.MaxHeaders {
+		return 0, &broker.MessageError{ID: o.ID, Field: "Headers", Reason: fmt.Sprintf("%d, more than %d", n, c.cfg.MaxHeaders)}
+	}
+	size := 0
+	for k, v := range o.Headers {
+		if len(k) > MaxHeaderNameLen {
+			// The name itself is not quoted: it may be any size.
+			return 0, &broker.MessageError{ID: o.ID, Field: "Headers", Reason: fmt.Sprintf("a name of %d bytes, longer than %d", len(k), MaxHeaderNameLen)}
+		}
+		size += len(k) + len(v)
+	}
+	return size, nil
 }
 
 func encodeArgs(args any) ([]byte, error) {

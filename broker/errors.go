@@ -90,8 +90,10 @@ var ErrDuplicate = errors.New("conveyor: duplicate")
 // message (in a *multierror.Error when there are several errors).
 type DuplicateError struct {
 	Queue string
-	ID    string // the refused message's ID
-	Key   string // the unique key it asked for; empty for a duplicate timer
+	// ID is the refused message's ID; empty when a conveyor.Client
+	// generated it (the caller never saw it; Message holds it).
+	ID  string
+	Key string // the unique key it asked for; empty for a duplicate timer
 	// Message is the refused message, the very pointer given to Enqueue,
 	// so that a caller who sent several messages with one ID can tell which
 	// was refused.
@@ -99,8 +101,13 @@ type DuplicateError struct {
 }
 
 func (e *DuplicateError) Error() string {
-	if e.Key != "" {
+	switch {
+	case e.Key != "" && e.ID == "":
+		return fmt.Sprintf("conveyor: message refused: queue %q has a message holding unique key %q", e.Queue, e.Key)
+	case e.Key != "":
 		return fmt.Sprintf("conveyor: message %q refused: queue %q has a message holding unique key %q", e.ID, e.Queue, e.Key)
+	case e.ID == "":
+		return fmt.Sprintf("conveyor: message refused: queue %q already has a pending timer with its ID", e.Queue)
 	}
 	return fmt.Sprintf("conveyor: queue %q already has a pending timer %q", e.Queue, e.ID)
 }

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"fmt"
 	"strconv"
 	"time"
 	"unicode"
@@ -102,6 +103,9 @@ func checkRunes(s string) string {
 // ValidateBatch checks every message of a batch with ValidateMessage (a nil
 // message is invalid too) and reports whether they all name one queue. A
 // driver's Enqueue calls it first, so that an invalid message stores nothing.
+// The error names the message by its index in msgs ("message 3: ..."), as
+// its ID may be one a client generated and the caller never saw; errors.As
+// still finds the *MessageError or *QueueNameError.
 func ValidateBatch(msgs []*Message) (oneQueue bool, err error) {
 	oneQueue = true
 	for i, m := range msgs {
@@ -109,7 +113,7 @@ func ValidateBatch(msgs []*Message) (oneQueue bool, err error) {
 			return false, &MessageError{Field: "message " + strconv.Itoa(i), Reason: "nil"}
 		}
 		if err := ValidateMessage(m); err != nil {
-			return false, err
+			return false, fmt.Errorf("message %d: %w", i, err)
 		}
 		oneQueue = oneQueue && m.Queue == msgs[0].Queue
 	}

@@ -122,7 +122,7 @@ func checkState(op string, s JobState) error {
 
 // Queues returns the names of the queues known under the driver's prefix,
 // sorted: every queue a process enqueued to or consumed since this
-// version. One round trip.
+// version. One round trip per 1,000 queues.
 func (i *Inspector) Queues(ctx context.Context) ([]string, error) {
 	qs, err := i.x.Queues(ctx)
 	if err != nil {
@@ -148,9 +148,9 @@ func (i *Inspector) Queue(ctx context.Context, queue string) (*QueueSizes, error
 	return &s[0], nil
 }
 
-// AllQueues returns the figures of every known queue, sorted by name: two
-// round trips however many queues there are (the registry, then one
-// pipeline of one script call per queue).
+// AllQueues returns the figures of every known queue, sorted by name: the
+// registry's read (one round trip per 1,000 queues), then one pipeline of
+// one script call per queue.
 func (i *Inspector) AllQueues(ctx context.Context) ([]*QueueSizes, error) {
 	qs, err := i.Queues(ctx)
 	if err != nil || len(qs) == 0 {

@@ -52,8 +52,9 @@ type IdempotencyConfig struct {
 // the retention window, for jobs that are enqueued twice or delivered again
 // after a crash.
 //
-// Before the handler, the run claims the key <Prefix>:idem:{<key>} with
-// SET NX PX Lease (value "running:<token>"). Then:
+// Before the handler, the run claims the Redis key <Prefix>:idem:{<h>}, h
+// a hash of the job's key (IdempotencyRedisKey), with SET NX PX Lease
+// (value "running:<token>"). Then:
 //   - the handler returns nil: the key becomes "done" for Retention before
 //     Idempotency returns, so before the pool acks; a copy of the job that
 //     is delivered again (its worker died between the two) finds "done" and
@@ -110,7 +111,7 @@ func Idempotency(rdb redis.UniversalClient, cfg *IdempotencyConfig) (conveyor.Mi
 	if err := keys.ValidatePrefix(c.Prefix); err != nil {
 		return nil, fmt.Errorf("middleware: Idempotency: %w", err)
 	}
-	g := &guard{rdb: rdb, cfg: c, base: c.Prefix + ":idem:"}
+	g := &guard{rdb: rdb, cfg: c}
 	return func(next conveyor.Handler) conveyor.Handler {
 		return conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
 			return g.run(ctx, job, next)
@@ -119,9 +120,8 @@ func Idempotency(rdb redis.UniversalClient, cfg *IdempotencyConfig) (conveyor.Mi
 }
 
 type guard struct {
-	rdb  redis.UniversalClient
-	cfg  IdempotencyConfig
-	base string
+	rdb redis.UniversalClient
+	cfg IdempotencyConfig
 }
 
 // Claim states, as idempotency_begin.lua replies them.
@@ -136,20 +136,20 @@ func (g *guard) run(ctx context.Context, job *conveyor.Job, next conveyor.Handle
 	if key == "" {
 		return next.ProcessJob(ctx, job)
 	}
-	rk := g.base + "{" + key + "}"
+	rk := IdempotencyRedisKey(g.cfg.Prefix, key)
 	token := rand.Text()
 	v, err := idemBeginScript.Run(ctx, g.rdb, []string{rk}, token, g.cfg.Lease.Milliseconds())
 	if err != nil {
-		return fmt.Errorf("middleware: idempotency %s: %w", key, err)
+		return fmt.Errorf("middleware: idempotency %q: %w", shown(key), err)
 	}
 	state, pttl, err := claimReply(v)
 	if err != nil {
-		return fmt.Errorf("middleware: idempotency %s: %w", key, err)
+		return fmt.Errorf("middleware: idempotency %q: %w", shown(key), err)
 	}
 	switch state {
 	case claimDone:
 		g.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "idempotency key done; job skipped",
-			slog.String("job_id", job.ID), slog.String("key", key))
+			slog.String("job_id", job.ID), slog.String("key", shown(key)))
 		setNote(ctx, OutcomeDuplicate, time.Time{})
 		return nil
 	case claimBusy:
@@ -159,7 +159,7 @@ func (g *guard) run(ctx context.Context, job *conveyor.Job, next conveyor.Handle
 		}
 		at := time.Now().Add(wait)
 		if err := job.Postpone(ctx, at); err != nil {
-			return fmt.Errorf("middleware: idempotency %s: postpone: %w", key, err)
+			return fmt.Errorf("middleware: idempotency %q: postpone: %w", shown(key), err)
 		}
 		setNote(ctx, OutcomePostponed, at)
 		return nil
@@ -178,7 +178,7 @@ func (g *guard) run(ctx context.Context, job *conveyor.Job, next conveyor.Handle
 		defer cancel()
 		if _, err := idemReleaseScript.Run(rctx, g.rdb, []string{rk}, token); err != nil {
 			g.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency key not released; a retry waits for its lease",
-				slog.String("job_id", job.ID), slog.String("key", key), slog.Any("error", err))
+				slog.String("job_id", job.ID), slog.String("key", shown(key)), slog.Any("error", err))
 		}
 	}()
 	if err := next.ProcessJob(ctx, job); err != nil {
@@ -198,7 +198,7 @@ func (g *guard) run(ctx context.Context, job *conveyor.Job, next conveyor.Handle
 		// The handler's work is done; failing the run would only run it
 		// again once the claim expires. Ack it, and say so.
 		g.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency key not marked done; a duplicate after its lease would run",
-			slog.String("job_id", job.ID), slog.String("key", key), slog.Any("error", err))
+			slog.String("job_id", job.ID), slog.String("key", shown(key)), slog.Any("error", err))
 	}
 	finished = true
 	return nil
@@ -228,7 +228,7 @@ func (g *guard) keep(ctx context.Context, rk, key, token string) (stop func()) {
 			cancel()
 			if err == nil && v == int64(0) {
 				g.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency claim lost while the handler runs",
-					slog.String("key", key))
+					slog.String("key", shown(key)))
 				return
 			}
 		}

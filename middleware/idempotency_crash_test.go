@@ -89,7 +89,7 @@ func TestIdempotencyCrashAfterSideEffect(t *testing.T) {
 	if v := e.rdb.Get(ctx, effect).Val(); v != "1" {
 		t.Fatalf("side effect count %q after the child, want 1", v)
 	}
-	if v := e.rdb.Get(ctx, e.prefix+":idem:{pay-1}").Val(); v != "done" {
+	if v := e.rdb.Get(ctx, middleware.IdempotencyRedisKey(e.prefix, "pay-1")).Val(); v != "done" {
 		t.Fatalf("key %q after the child, want done", v)
 	}
 	// The kill came before the ack: the job is still in flight.

@@ -36,7 +36,7 @@ func TestIdempotencyGuard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := func(k string) string { return prefix + ":idem:{" + k + "}" }
+	key := func(k string) string { return middleware.IdempotencyRedisKey(prefix, k) }
 	ran := 0
 	var during string
 	var duringTTL time.Duration
@@ -130,7 +130,7 @@ func TestIdempotencyGuard(t *testing.T) {
 	if err := once(ok).ProcessJob(ctx, newJob(s, "8", "pay", nil)); err != nil || ran != 4 {
 		t.Fatalf("no key: err %v, ran %d", err, ran)
 	}
-	if n := rdb.Exists(ctx, prefix+":idem:{}").Val(); n != 0 {
+	if n := rdb.Exists(ctx, middleware.IdempotencyRedisKey(prefix, "")).Val(); n != 0 {
 		t.Fatal("a job without a key wrote a key")
 	}
 }
@@ -158,7 +158,7 @@ func TestIdempotencyKeyFunc(t *testing.T) {
 	if ran != 2 {
 		t.Fatalf("ran %d times, want 2 (kinds a and b; the header ignored)", ran)
 	}
-	if v := rdb.Get(ctx, prefix+":idem:{b:payload}").Val(); v != "done" {
+	if v := rdb.Get(ctx, middleware.IdempotencyRedisKey(prefix, "b:payload")).Val(); v != "done" {
 		t.Fatalf("key from the func is %q, want done", v)
 	}
 }
@@ -199,7 +199,7 @@ func TestIdempotencyLeaseRenewed(t *testing.T) {
 	if copyErr != nil || ran != 1 || !copyJob.Settled() || len(s.postpones) != 1 {
 		t.Fatalf("copy during a long run: err %v, ran %d, postponed %d; want it postponed, not run", copyErr, ran, len(s.postpones))
 	}
-	if v := rdb.Get(ctx, prefix+":idem:{long}").Val(); v != "done" {
+	if v := rdb.Get(ctx, middleware.IdempotencyRedisKey(prefix, "long")).Val(); v != "done" {
 		t.Fatalf("key %q after the long run, want done", v)
 	}
 }
@@ -298,7 +298,7 @@ func TestIdempotencyOnceUnderConcurrency(t *testing.T) {
 	if ks := leftKeys(t, e, ":idem:", ":effect"); len(ks) != 0 {
 		t.Fatalf("queue keys left, so some job was not acked: %v", ks)
 	}
-	if v := e.rdb.Get(ctx, e.prefix+":idem:{order-42}").Val(); v != "done" {
+	if v := e.rdb.Get(ctx, middleware.IdempotencyRedisKey(e.prefix, "order-42")).Val(); v != "done" {
 		t.Fatalf("key is %q, want done", v)
 	}
 }

@@ -58,7 +58,7 @@ func TestScriptsRunOnMiniredis(t *testing.T) {
 	step(1000*time.Millisecond, true, 0)           // it has just left
 	step(1000*time.Millisecond, false, 1500*time.Millisecond)
 	step(1500*time.Millisecond, true, 0)
-	if ttl := rdb.PTTL(ctx, "conveyor:rl:{k}").Val(); ttl != time.Second {
+	if ttl := rdb.PTTL(ctx, middleware.RateLimitRedisKey("", "", "k")).Val(); ttl != time.Second {
 		t.Fatalf("limiter key TTL %v, want 1s after the last admission", ttl)
 	}
 
@@ -67,7 +67,7 @@ func TestScriptsRunOnMiniredis(t *testing.T) {
 		t.Fatal(err)
 	}
 	ran = 0
-	key := "conveyor:idem:{x}"
+	key := middleware.IdempotencyRedisKey("", "x")
 	slow := conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
 		ran++
 		if v, _ := mr.Get(key); !strings.HasPrefix(v, "running:") {
@@ -101,8 +101,8 @@ func TestScriptsRunOnMiniredis(t *testing.T) {
 	if err := once(slow).ProcessJob(ctx, newJob(s, "dup", "k", idemHeader("x"))); err != nil || ran != 2 {
 		t.Fatalf("duplicate: err %v, ran %d", err, ran)
 	}
-	mr.Set("conveyor:idem:{y}", "running:other")
-	mr.SetTTL("conveyor:idem:{y}", time.Minute)
+	mr.Set(middleware.IdempotencyRedisKey("", "y"), "running:other")
+	mr.SetTTL(middleware.IdempotencyRedisKey("", "y"), time.Minute)
 	postponed := len(s.postpones)
 	if err := once(slow).ProcessJob(ctx, newJob(s, "busy", "k", idemHeader("y"))); err != nil || ran != 2 || len(s.postpones) != postponed+1 {
 		t.Fatalf("busy: err %v, ran %d, postponed %d", err, ran, len(s.postpones)-postponed)

@@ -63,9 +63,10 @@ type RateDecision struct {
 // applies); the limiter never lets a job through unlimited.
 //
 // The limiter is a sliding-window log in a ZSET per key,
-// <Prefix>:rl:{<key>} (or <Prefix>:rl:<Name>:{<key>}), decided by one Lua
-// script on the server's clock; the key expires one Period after its last
-// admission and holds at most Limit entries.
+// <Prefix>:rl:{<h>} (or <Prefix>:rl:<Name>:{<h>}), h a hash of the limiter
+// key (RateLimitRedisKey), decided by one Lua script on the server's clock;
+// the key expires one Period after its last admission and holds at most
+// Limit entries.
 func RateLimit(rdb redis.UniversalClient, cfg *RateLimitConfig) (conveyor.Middleware, error) {
 	if rdb == nil || cfg == nil {
 		return nil, errors.New("middleware: RateLimit: nil client or config")
@@ -92,12 +93,10 @@ func RateLimit(rdb redis.UniversalClient, cfg *RateLimitConfig) (conveyor.Middle
 	if err := keys.ValidatePrefix(c.Prefix); err != nil {
 		return nil, fmt.Errorf("middleware: RateLimit: %w", err)
 	}
-	base := c.Prefix + ":rl:"
 	if c.Name != "" {
 		if err := broker.ValidateQueue(c.Name); err != nil {
 			return nil, fmt.Errorf("middleware: RateLimit: invalid Name %q", c.Name)
 		}
-		base += c.Name + ":"
 	}
 	period := c.Period.Milliseconds()
 	// Spread the jobs that wait for one slot over the time one slot takes.
@@ -108,13 +107,13 @@ func RateLimit(rdb redis.UniversalClient, cfg *RateLimitConfig) (conveyor.Middle
 			if key == "" {
 				return next.ProcessJob(ctx, job)
 			}
-			v, err := rateLimitScript.Run(ctx, rdb, []string{base + "{" + key + "}"}, c.Limit, period, rand.Text())
+			v, err := rateLimitScript.Run(ctx, rdb, []string{RateLimitRedisKey(c.Prefix, c.Name, key)}, c.Limit, period, rand.Text())
 			if err != nil {
-				return fmt.Errorf("middleware: rate limit %s: %w", key, err)
+				return fmt.Errorf("middleware: rate limit %q: %w", shown(key), err)
 			}
 			allowed, at, err := rateReply(v)
 			if err != nil {
-				return fmt.Errorf("middleware: rate limit %s: %w", key, err)
+				return fmt.Errorf("middleware: rate limit %q: %w", shown(key), err)
 			}
 			if allowed {
 				if c.OnDecision != nil {
@@ -127,7 +126,7 @@ func RateLimit(rdb redis.UniversalClient, cfg *RateLimitConfig) (conveyor.Middle
 				c.OnDecision(job, RateDecision{Key: key, At: at})
 			}
 			if err := job.Postpone(ctx, at); err != nil {
-				return fmt.Errorf("middleware: rate limit %s: postpone: %w", key, err)
+				return fmt.Errorf("middleware: rate limit %q: postpone: %w", shown(key), err)
 			}
 			c.Logger.LogAttrs(ctx, slog.LevelDebug, "rate limited; job postponed",
 				slog.String("queue", job.Queue), slog.String("kind", job.Kind), slog.String("job_id", job.ID),

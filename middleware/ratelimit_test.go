@@ -100,14 +100,14 @@ func TestRateLimitBudget(t *testing.T) {
 		t.Fatalf("jobs without a key were limited: ran %d, postponed %d", ran, len(s.postpones))
 	}
 
-	key := prefix + ":rl:{alice}"
+	key := middleware.RateLimitRedisKey(prefix, "", "alice")
 	if n := rdb.ZCard(ctx, key).Val(); n != 5 {
 		t.Fatalf("%s holds %d entries, want 5 (refusals write nothing)", key, n)
 	}
 	if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 0 || ttl > time.Second {
 		t.Fatalf("%s TTL %v, want within (0, 1s]", key, ttl)
 	}
-	if ttl := rdb.PTTL(ctx, prefix+":rl:daily:{alice}").Val(); ttl <= time.Hour || ttl > 24*time.Hour {
+	if ttl := rdb.PTTL(ctx, middleware.RateLimitRedisKey(prefix, "daily", "alice")).Val(); ttl <= time.Hour || ttl > 24*time.Hour {
 		t.Fatalf("daily key TTL %v, want about 24h", ttl)
 	}
 }

@@ -35,14 +35,14 @@ var aclCommands = map[string][]string{
 		"zrangebyscore", "zscore", "zmscore", "hset", "hmget", "hdel", "hincrby", "set", "incrby", "publish",
 		// Discard re-drive and purge, the Inspector, unique keys' and
 		// cron's reads.
-		"hget", "get", "lrange", "lpos", "lset", "lrem", "smembers",
+		"hget", "get", "lrange", "lpos", "lset", "lrem", "sscan",
 	},
 	"stream": {
 		"ping", "evalsha", "eval", "xadd", "xreadgroup", "xread", "exists", "xgroup|create", "sadd", "subscribe",
 		"time", "del", "xack", "xdel", "xlen", "xpending", "xrange", "xclaim", "xautoclaim", "xgroup|delconsumer",
 		"lpush", "rpop", "lindex", "ltrim", "zadd", "zrem", "zcard", "zrange", "zrangebyscore", "zscore",
 		"hset", "hmget", "hdel", "hincrby", "set", "incrby", "publish",
-		"hget", "get", "llen", "lrange", "lpos", "lset", "lrem", "smembers", "xinfo|groups",
+		"hget", "get", "llen", "lrange", "lpos", "lset", "lrem", "sscan", "xinfo|groups",
 	},
 }
 

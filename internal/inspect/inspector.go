@@ -55,7 +55,7 @@ type Inspector struct {
 var _ broker.Inspector = (*Inspector)(nil)
 
 // Queues returns the queues in the registry (<prefix>:queues), sorted: one
-// SMEMBERS.
+// SSCAN per 1,000 queues.
 func (x *Inspector) Queues(ctx context.Context) ([]string, error) {
 	qs, err := registry.Queues(ctx, x.Client, x.Prefix)
 	if err != nil {

@@ -51,6 +51,6 @@ func Durable(prefix string) []Need {
 		Key(d.Dead, "LTRIM", d.Dead, "0", "0"),
 		Key(d.Dropped, "INCRBY", d.Dropped, "1"),
 		Key(reg, "SADD", reg, "q"),
-		Key(reg, "SMEMBERS", reg),
+		Key(reg, "SSCAN", reg, "0"),
 	}
 }

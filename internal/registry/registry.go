@@ -185,19 +185,33 @@ func (r *Registry) Ensure(ctx context.Context, c redis.Cmdable, queue string) {
 	}
 }
 
-// Queues returns the registered queues of prefix, sorted. Members that are
-// not valid queue names (written by hand) are left out.
+// pageSize is the COUNT of each SSCAN that reads the registry: about that
+// many names per reply, however many queues there are.
+const pageSize = 1000
+
+// Queues returns the registered queues of prefix, sorted, each once.
+// Members that are not valid queue names (written by hand) are left out.
+// The set is read in pages (SSCAN, pageSize names each), so that many
+// queues never make one outsized reply; a queue registered during the read
+// may be missing from it, as from any snapshot.
 func Queues(ctx context.Context, c redis.Cmdable, prefix string) ([]string, error) {
-	all, err := c.SMembers(ctx, Key(prefix)).Result()
-	if err != nil {
-		return nil, fmt.Errorf("queues: %w", err)
-	}
-	out := all[:0]
-	for _, q := range all {
-		if broker.ValidateQueue(q) == nil {
-			out = append(out, q)
+	var out []string
+	var cursor uint64
+	for {
+		page, next, err := c.SScan(ctx, Key(prefix), cursor, "", pageSize).Result()
+		if err != nil {
+			return nil, fmt.Errorf("queues: %w", err)
+		}
+		for _, q := range page {
+			if broker.ValidateQueue(q) == nil {
+				out = append(out, q)
+			}
+		}
+		if cursor = next; cursor == 0 {
+			break
 		}
 	}
 	slices.Sort(out)
-	return out, nil
+	// SSCAN may return a member more than once (the set grew meanwhile).
+	return slices.Compact(out), nil
 }

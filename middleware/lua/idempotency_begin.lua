@@ -2,7 +2,8 @@
 -- not. The claim is SET NX PX: only one run holds a key at a time, and a
 -- claim whose worker died expires by itself.
 --
--- KEYS[1] <prefix>:idem:{<key>}
+-- KEYS[1] <prefix>:idem:{<hash>}, <hash> the first 32 hex digits of the
+--         SHA-256 of the idempotency key (middleware/keys.go)
 --         STRING "running:<token>" (a run holds it; TTL = the lease, renewed
 --         while the run lasts) or "done" (a run finished; TTL = retention)
 -- ARGV[1] token of this run (random, unique per run)

@@ -1,7 +1,7 @@
 -- idempotency_extend.lua: renew the lease of a claim while its run goes on,
 -- only if the claim is still this run's.
 --
--- KEYS[1] <prefix>:idem:{<key>} STRING (see idempotency_begin.lua)
+-- KEYS[1] <prefix>:idem:{<hash>} STRING (see idempotency_begin.lua)
 -- ARGV[1] token of this run
 -- ARGV[2] lease, ms
 -- Reply: 1 when renewed, 0 when the claim is no longer this run's.

@@ -3,7 +3,7 @@
 -- expired and was taken by another run, or a key another run marked done,
 -- is left alone.
 --
--- KEYS[1] <prefix>:idem:{<key>} STRING (see idempotency_begin.lua)
+-- KEYS[1] <prefix>:idem:{<hash>} STRING (see idempotency_begin.lua)
 -- ARGV[1] token of this run
 -- Reply: 1 when the claim was deleted, 0 when it was not this run's.
 

@@ -4,7 +4,8 @@
 -- so skewed worker clocks neither widen nor narrow the window. A refused
 -- call writes nothing.
 --
--- KEYS[1] <prefix>:rl:{<key>} (or <prefix>:rl:<name>:{<key>})
+-- KEYS[1] <prefix>:rl:{<hash>} (or <prefix>:rl:<name>:{<hash>}), <hash> the first
+--         32 hex digits of the SHA-256 of the limiter key (middleware/keys.go)
 --         ZSET member = admission token, score = admission time (unix ms);
 --         expires one window after the last admission
 -- ARGV[1] limit: admissions per window (integer >= 1)

@@ -28,6 +28,20 @@ type consumer struct {
 	wg        sync.WaitGroup
 	cursor    string    // XAUTOCLAIM cursor; "0-0" starts a pass
 	nextClaim time.Time // when the next XAUTOCLAIM pass may start
+	// held holds the entry IDs of the deliveries Fetch handed out and that
+	// were not settled yet (see lost.go); heldFull is set once it would
+	// have grown past maxHeld.
+	held     map[string]struct{}
+	heldFull bool
+	// lost is set when a read's reply was lost: its entries may be in this
+	// consumer's pending list, never handed out (see lost.go).
+	lost bool
+
+	// reading is read-locked by every read of the group (a fetch round, a
+	// blocking read) until the entries it got are held or handed back, so
+	// that recoverLost, which write-locks it, sees no entry a read still
+	// owns.
+	reading sync.RWMutex
 
 	// blockHook, when set (by tests), runs just before a blocking read.
 	blockHook func()
@@ -48,6 +62,7 @@ func newConsumer(d *Driver, queue string, opts *broker.ConsumerOptions) *consume
 		vtMS:   strconv.FormatInt(vt.Milliseconds(), 10),
 		done:   make(chan struct{}),
 		cursor: "0-0",
+		held:   make(map[string]struct{}),
 	}
 }
 

@@ -90,7 +90,10 @@ type Stats struct {
 	// messages are lost; this should stay 0.
 	DeletedWhilePending int64
 	// Released counts deliveries handed back at once because Fetch read them
-	// after its caller had given up (context done or consumer closed).
+	// after its caller had given up (context done or consumer closed), or
+	// because the reply of the read was lost (the connection broke after
+	// Redis ran it): the consumer's next fetch hands back the entries
+	// pending for it that it never handed out, with no recovery counted.
 	Released int64
 	// Poisoned counts messages moved to the discard list because their
 	// lease expired Config.MaxRecoveries times (see DESIGN invariant 3):

@@ -103,10 +103,26 @@ func (c *consumer) fetchOnce(ctx context.Context, max int) (fetchResult, error) 
 	}
 }
 
-// runFetch runs one non-blocking fetch round. A round that takes over
-// expired leases (an XAUTOCLAIM pass, at most once per PollInterval unless a
-// pass is under way) runs all of fetch.lua; any other round is readNew.
+// runFetch runs one non-blocking fetch round, after handing back the
+// entries of a read whose reply was lost (see lost.go). A round that takes
+// over expired leases (an XAUTOCLAIM pass, at most once per PollInterval
+// unless a pass is under way) runs all of fetch.lua; any other round is
+// readNew.
 func (c *consumer) runFetch(ctx context.Context, max int) (fetchResult, error) {
+	if err := c.recoverLost(ctx); err != nil {
+		return fetchResult{}, err
+	}
+	c.reading.RLock()
+	defer c.reading.RUnlock()
+	res, err := c.round(ctx, max)
+	if err == nil {
+		c.hold(res.ds)
+	}
+	return res, err
+}
+
+// round runs one fetch round for runFetch.
+func (c *consumer) round(ctx context.Context, max int) (fetchResult, error) {
 	start := time.Now()
 	c.mu.Lock()
 	cursor := ""
@@ -120,6 +136,7 @@ func (c *consumer) runFetch(ctx context.Context, max int) (fetchResult, error) {
 
 	v, err := fetchScript.Run(ctx, c.d.rdb, c.fetchKeys(),
 		c.d.cfg.Group, c.name, max, c.vtMS, cursor, c.d.cfg.MaxRecoveries, c.d.cfg.DiscardMax, c.d.Keeper.Retention.AgeArg())
+	c.noteRead(err)
 	if err != nil {
 		return fetchResult{}, err
 	}
@@ -167,15 +184,16 @@ func (c *consumer) runFetch(ctx context.Context, max int) (fetchResult, error) {
 // readNew reads new entries with a plain XREADGROUP ... > (no BLOCK), the
 // hot path, outside Lua: handing entries through a script cost Redis about
 // as much again as reading them. XREADGROUP is one atomic command: an entry
-// it returns is in this consumer's pending list, like one fetch.lua reads.
+// it returns is in this consumer's pending list, like one fetch.lua reads;
+// it is sent once (see lost.go).
 // NOGROUP means the stream does not exist (a drained stream is deleted with
 // its group; Fetch then blocks on its creation) or, when it does, that
 // someone destroyed the group (fetchOnce recreates it).
 func (c *consumer) readNew(ctx context.Context, max int, start time.Time) (fetchResult, error) {
-	streams, err := c.d.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+	streams, err := c.readGroup(ctx, &redis.XReadGroupArgs{
 		Group: c.d.cfg.Group, Consumer: c.name,
 		Streams: []string{c.keys.stream, ">"}, Count: int64(max), Block: -1, // -1: no BLOCK
-	}).Result()
+	})
 	switch {
 	case errors.Is(err, redis.Nil):
 		return fetchResult{}, nil
@@ -318,6 +336,7 @@ func (c *consumer) block(ctx context.Context, max int, wait time.Duration, noStr
 	}
 	c.wg.Add(1)
 	c.mu.Unlock()
+	c.reading.RLock() // until the entries read are held or handed back
 
 	results := make(chan blockResult) // unbuffered: a send means Fetch took it
 	giveUp := make(chan struct{})
@@ -330,11 +349,14 @@ func (c *consumer) block(ctx context.Context, max int, wait time.Duration, noStr
 	}
 	go func() {
 		defer c.wg.Done()
+		defer c.reading.RUnlock()
 		ds, err := c.readBlocking(rctx, max, wait, noStream)
+		c.hold(ds) // before Fetch's caller may settle them
 		select {
 		case results <- blockResult{ds, err}:
 		case <-giveUp:
 			if len(ds) > 0 {
+				c.unhold(receipts(ds))
 				c.handBack(ds)
 			}
 		}
@@ -369,10 +391,10 @@ func (c *consumer) readBlocking(ctx context.Context, max int, wait time.Duration
 		}
 		return nil, nil
 	}
-	streams, err := c.d.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+	streams, err := c.readGroup(ctx, &redis.XReadGroupArgs{
 		Group: c.d.cfg.Group, Consumer: c.name,
 		Streams: []string{c.keys.stream, ">"}, Count: int64(max), Block: wait,
-	}).Result()
+	})
 	received := time.Now()
 	switch {
 	case errors.Is(err, redis.Nil):
@@ -406,6 +428,15 @@ func (c *consumer) readBlocking(ctx context.Context, max int, wait time.Duration
 	return ds, nil
 }
 
+// receipts returns the receipts of ds.
+func receipts(ds []*broker.Delivery) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.Receipt
+	}
+	return out
+}
+
 // handBack releases deliveries read after Fetch's caller gave up.
 func (c *consumer) handBack(ds []*broker.Delivery) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -418,8 +449,13 @@ func (c *consumer) handBack(ds []*broker.Delivery) {
 	}
 	c.d.released.Add(int64(max(n, 0)))
 	if err != nil {
+		// Those not handed back are pending for this consumer and not
+		// held: the next fetch round hands them back (see lost.go).
+		c.mu.Lock()
+		c.lost = true
+		c.mu.Unlock()
 		c.d.cfg.Logger.LogAttrs(ctx, slog.LevelError,
-			"stream: could not hand back deliveries read after fetch was cancelled; they return after the visibility timeout",
+			"stream: could not hand back deliveries read after fetch was cancelled; the next fetch tries again",
 			slog.String("queue", c.queue), slog.Int("count", len(ds)), slog.String("error", err.Error()))
 	}
 }

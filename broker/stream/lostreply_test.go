@@ -19,15 +19,18 @@ type lossy struct {
 	*env
 	px     *redistest.Proxy
 	direct *redis.Client
+	name   string // the client name of the driver's connection
+	lostBy broker.Consumer
 }
 
 func newLossy(t *testing.T, cfg *stream.Config) *lossy {
 	t.Helper()
 	srv := redistest.StartServer(t)
 	px := redistest.StartProxy(t, srv.Addr)
-	rdb := redis.NewClient(&redis.Options{Addr: px.Addr, PoolSize: 1})
+	name := randomName()
+	rdb := redis.NewClient(&redis.Options{Addr: px.Addr, PoolSize: 1, ClientName: name})
 	t.Cleanup(func() { _ = rdb.Close() })
-	return &lossy{env: newEnvWith(t, rdb, cfg), px: px, direct: srv.Client(t)}
+	return &lossy{env: newEnvWith(t, rdb, cfg), px: px, direct: srv.Client(t), name: name}
 }
 
 // TestLostSettleReplyPastDeadline: a settle whose reply is lost after it
@@ -126,5 +129,103 @@ func takeOver(t *testing.T, l *lossy, d *broker.Delivery, to string) {
 	}).Err()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLostFetchReplyCountsNoRecovery: a fetch whose reply is lost after
+// Redis ran it (its entries are in this consumer's pending list, its caller
+// never saw them) does not leave them there until the visibility timeout,
+// to come back counted as a crash recovery: the consumer's next fetch hands
+// them back, and they are delivered with no recovery and no attempt
+// counted. Deliveries the consumer handed out and still holds keep their
+// leases.
+func TestLostFetchReplyCountsNoRecovery(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		// lose runs a fetch of cons whose reply is lost; the entry "lost"
+		// is in the stream when it returns, if not before.
+		lose func(t *testing.T, l *lossy, cons broker.Consumer)
+	}{
+		{"read", func(t *testing.T, l *lossy, cons broker.Consumer) {
+			l.enqueue(msg("q", "lost"))
+			l.px.DropReplyTo("xreadgroup")
+			l.fetchFails(t, cons)
+		}},
+		{"blocking read", func(t *testing.T, l *lossy, cons broker.Consumer) {
+			l.px.DropReplyTo("block") // the blocking XREADGROUP's argument
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				l.fetchFails(t, cons)
+			}()
+			waitBlocked(t, l.direct, l.name, "xreadgroup")
+			d, err := stream.New(l.direct, &stream.Config{Prefix: l.prefix})
+			if err != nil {
+				t.Error(err)
+			} else if err := d.Enqueue(context.Background(), []*broker.Message{msg("q", "lost")}); err != nil {
+				t.Error(err)
+			}
+			<-done
+		}},
+		{"fetch script", func(t *testing.T, l *lossy, cons broker.Consumer) {
+			l.enqueue(msg("q", "lost"))
+			// A new consumer's first round runs fetch.lua (it takes over
+			// expired leases first), which names the consumer.
+			fresh := l.open("q", time.Hour)
+			l.px.DropReplyTo(stream.ConsumerName(fresh))
+			l.fetchFails(t, fresh)
+			l.lostBy = fresh
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			// No poll and no takeover for an hour: only the consumer that
+			// lost the reply can bring the entry back in time.
+			l := newLossy(t, &stream.Config{PollInterval: time.Hour})
+			cons := l.open("q", time.Hour)
+			l.enqueue(msg("q", "warm"), msg("q", "held"))
+			ds := l.fetch(cons, 2) // fetch.lua loaded; then plain reads
+			if len(ds) != 2 {
+				t.Fatalf("fetched %v", ids(ds))
+			}
+			if err := cons.Ack(context.Background(), ds[0]); err != nil {
+				t.Fatal(err)
+			}
+			held := ds[1]
+			l.lostBy = cons
+
+			tc.lose(t, l, cons)
+			if t.Failed() {
+				return
+			}
+			got := l.fetch(l.lostBy, 1)[0]
+			if got.ID != "lost" || got.Recoveries != 0 || got.Attempt != 0 {
+				t.Fatalf("after the lost fetch: %s with %d recoveries, attempt %d; want lost, 0, 0", got.ID, got.Recoveries, got.Attempt)
+			}
+			if owner, count, _, ok := l.pending("q", held.Receipt); !ok || owner != stream.ConsumerName(cons) || count != 1 {
+				t.Fatalf("the delivery the consumer held: pending %v, owner %q, count %d", ok, owner, count)
+			}
+			ctx := context.Background()
+			if err := cons.Ack(ctx, held); err != nil {
+				t.Fatalf("ack of the held delivery: %v", err)
+			}
+			if err := l.lostBy.Ack(ctx, got); err != nil {
+				t.Fatalf("ack of the recovered delivery: %v", err)
+			}
+			if n, err := l.direct.Exists(ctx, l.key("q", "stream")).Result(); err != nil || n != 0 {
+				t.Fatalf("the stream is left (%d, %v) after every job was acked", n, err)
+			}
+		})
+	}
+}
+
+// fetchFails runs a fetch that must fail (its reply lost).
+func (l *lossy) fetchFails(t *testing.T, c broker.Consumer) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if ds, err := c.Fetch(ctx, 1); err == nil || ctx.Err() != nil {
+		t.Errorf("a fetch whose reply was lost returned %v, %v; want the connection's error at once", ids(ds), err)
 	}
 }

@@ -3,6 +3,7 @@ package stream
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -130,6 +131,7 @@ func (c *consumer) batch(ctx context.Context, op string, s *script.Script, keys 
 		if err == nil && (!ok || len(statuses) != len(chunk)) {
 			err = fmt.Errorf("%s: unexpected reply %v", s.Name(), v)
 		}
+		var settled []string // no longer this consumer's to hold
 		for i, d := range chunk {
 			e, gone := err, false
 			if e == nil {
@@ -143,12 +145,16 @@ func (c *consumer) batch(ctx context.Context, op string, s *script.Script, keys 
 				c.doubts.Note(d.Receipt, e)
 				e = c.doubts.Resolve(d.Receipt, doubtDeadline(gone), e)
 			}
+			if op != "extend" && (e == nil || errors.Is(e, broker.ErrLeaseLost)) {
+				settled = append(settled, d.Receipt)
+			}
 			if e != nil {
 				errs = multierror.Append(errs, &broker.DeliveryError{Delivery: d, Err: fmt.Errorf("stream: %s: %w", op, e)})
 			} else if onOK != nil {
 				onOK(d)
 			}
 		}
+		c.unhold(settled)
 	}
 	return errs.ErrorOrNil()
 }

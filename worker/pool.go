@@ -139,12 +139,16 @@ func (p *Pool) Run(ctx context.Context) error {
 		return nil
 	default:
 	}
-	if err := p.d.Check(ctx); err != nil {
-		return fmt.Errorf("worker: %w", err)
-	}
-	cons, err := p.d.Open(ctx, p.cfg.Queue, &broker.ConsumerOptions{VisibilityTimeout: p.cfg.VisibilityTimeout})
+	cons, err := p.start(ctx)
 	if err != nil {
-		return fmt.Errorf("worker: open queue %s: %w", p.cfg.Queue, err)
+		select {
+		case <-ctx.Done():
+			return nil // stopped while starting: not a failure to start
+		case <-p.shutdown:
+			return nil
+		default:
+			return err
+		}
 	}
 	p.cons = cons
 	p.acks = groupcommit.New(1, 1, 256, nil, p.sendAcks)
@@ -216,6 +220,28 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// start checks the driver and opens the queue, giving up when ctx ends or
+// Shutdown is called.
+func (p *Pool) start(ctx context.Context) (broker.Consumer, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-p.shutdown:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := p.d.Check(ctx); err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
+	cons, err := p.d.Open(ctx, p.cfg.Queue, &broker.ConsumerOptions{VisibilityTimeout: p.cfg.VisibilityTimeout})
+	if err != nil {
+		return nil, fmt.Errorf("worker: open queue %s: %w", p.cfg.Queue, err)
+	}
+	return cons, nil
 }
 
 // fetchLoop keeps up to Concurrency fetched jobs waiting for the

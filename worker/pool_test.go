@@ -524,3 +524,55 @@ func TestRunStoppedBeforeStart(t *testing.T) {
 	}
 	assertNoKeys(t, e)
 }
+
+// slowCheck is a driver whose Check waits for its context to end, telling
+// entered when it starts: a start-up check against a Redis that does not
+// answer.
+type slowCheck struct {
+	broker.Driver
+	entered chan struct{}
+}
+
+func (s slowCheck) Check(ctx context.Context) error {
+	s.entered <- struct{}{}
+	<-ctx.Done()
+	return fmt.Errorf("check: INFO server: %w", ctx.Err())
+}
+
+// A pool stopped while its start-up check waits returns nil, whether its
+// context ends or Shutdown is called: it was stopped, it did not fail.
+func TestRunStoppedDuringStartupCheck(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 0)
+	h := conveyor.HandlerFunc(func(context.Context, *conveyor.Job) error { return nil })
+	for _, how := range []string{"context", "Shutdown"} {
+		d := slowCheck{e.d, make(chan struct{}, 1)}
+		p, err := worker.NewPool(d, h, &worker.Config{Queue: "q"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		ran := make(chan error, 1)
+		go func() { ran <- p.Run(ctx) }()
+		<-d.entered
+		if how == "context" {
+			cancel()
+		} else {
+			sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := p.Shutdown(sctx)
+			scancel()
+			if err != nil {
+				t.Fatalf("Shutdown during the check: %v (Run did not stop)", err)
+			}
+		}
+		select {
+		case err := <-ran:
+			if err != nil {
+				t.Errorf("stopped by %s during the check: Run = %v, want nil", how, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("stopped by %s during the check: Run did not return", how)
+		}
+		cancel()
+	}
+}

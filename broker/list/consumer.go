@@ -2,10 +2,13 @@ package list
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -38,6 +41,13 @@ type consumer struct {
 	doubts script.Doubts
 	// fetchTail is fetch.lua's ARGV after max, boxed once.
 	fetchTail [5]any
+	// name and fetches make each fetch's token "<name>.<fetches>" (see
+	// nextToken): name is random, so no two consumers share one.
+	name    string
+	fetches atomic.Uint64
+	// lost holds the tokens of fetches whose reply was lost (see
+	// lostFetch).
+	lost lostFetches
 
 	// mu orders Close after every wait has registered in waits, so that
 	// Close can wait for them all (sync.WaitGroup forbids Add racing Wait).
@@ -58,8 +68,25 @@ func newConsumer(d *Driver, queue string, vt time.Duration) *consumer {
 		fetchTail: [5]any{
 			vt.Milliseconds(), d.cfg.ReapBatch, d.cfg.DiscardMax, d.cfg.MaxRecoveries, d.Keeper.Retention.AgeArg(),
 		},
+		name: randomName(),
 		done: make(chan struct{}),
 	}
+}
+
+// randomName returns 64 random bits in base 36: a consumer's part of its
+// fetch tokens.
+func randomName() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return strconv.FormatUint(binary.LittleEndian.Uint64(b[:]), 36)
+}
+
+// nextToken returns the token of a new fetch, "<name>.<n>" (n in base 36):
+// made here rather than by Redis, so that it is new even when a failover
+// made Redis forget the fetches before it, and the receipts it names (see
+// lib.lua) fence off every earlier delivery.
+func (c *consumer) nextToken() string {
+	return c.name + "." + strconv.FormatUint(c.fetches.Add(1), 36)
 }
 
 // Fetch leases between 1 and max deliveries (at most 1000 per call). When
@@ -165,7 +192,9 @@ func (c *consumer) isClosed() bool {
 // Close stops the consumer: a Fetch that is waiting returns
 // broker.ErrClosed, later ones too. Close then waits, until ctx is done, for
 // the blocking command of an abandoned wait to end (at most a second), so
-// that no goroutine of the consumer outlives it. Deliveries keep their
+// that no goroutine of the consumer outlives it. A fetch whose reply was
+// lost and whose batch is not handed back yet is handed back first (see
+// lostFetch). Deliveries keep their
 // leases, and the settle methods keep working after Close so that a worker
 // pool can finish and settle what it holds.
 func (c *consumer) Close(ctx context.Context) error {
@@ -175,6 +204,7 @@ func (c *consumer) Close(ctx context.Context) error {
 		close(c.done)
 	}
 	c.mu.Unlock()
+	c.handBackLost(ctx)
 	ended := make(chan struct{})
 	go func() {
 		c.waits.Wait()

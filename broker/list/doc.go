@@ -2,12 +2,13 @@
 // LPUSH / pop queue whose in-flight jobs are leased, fenced by a token and
 // recovered atomically when a worker dies.
 //
-// Each queue q has five keys and two counters (all <prefix>:{q}:..., one
+// Each queue q has six keys and two counters (all <prefix>:{q}:..., one
 // cluster slot):
 //
 //	ready         LIST    stored messages; Enqueue LPUSHes, Fetch RPOPs (FIFO)
-//	lease         ZSET    stored message in flight, score = lease deadline
-//	                      (unix ms)
+//	lease         ZSET    receipt of a delivery in flight, score = lease
+//	                      deadline (unix ms)
+//	inflight      HASH    receipt -> stored message in flight
 //	delayed       ZSET    timer ID (the message ID), score = due time (unix ms)
 //	timers        HASH    timer ID -> stored message (internal/timers)
 //	dead          LIST    discard records, newest first, capped by count
@@ -38,32 +39,27 @@
 // but Go refuses (a counter of 11 digits, an ID length past the end, a body
 // that does not decode).
 //
-// The lease ZSET is the in-flight structure; there is no other. Its member
-// is the whole stored message, and that string is the Delivery's Receipt;
-// its Token is the delivery count in the message's header. A waiting
-// message carries the count its next delivery will have (1 when enqueued),
-// and every way back to the queue (reclaim, retry, release) increments it,
-// so fetch leases each message exactly as it pops it, without rewriting it
-// (a rewrite there cost 13% of the Redis instructions per job). Ack,
-// Retry, Release, Discard and Extend name the member, so fencing is exact:
-// a message that was reclaimed and fetched again is a different member (a
-// higher count), and a consumer still holding the old delivery finds
-// nothing, gets broker.ErrLeaseLost and changes nothing.
+// A delivery's Receipt is short, whatever the payload:
+// "<token>,<len(id)>:<id>", where the Token is "<consumer>.<fetch>.<k>",
+// a random name of the consumer, its count of fetches and the delivery's
+// place in the batch. The receipt is the delivery's member of the lease ZSET
+// and its field in the inflight HASH, which holds the message while it is in
+// flight; every script changes both together, so no message is in flight
+// without a lease. Ack, Retry, Release, Discard and Extend send receipts
+// only (an Extend of a 512 KiB job sends some 200 bytes, not the job), at
+// most 512 per script call, and fencing is exact: a message that was
+// reclaimed and fetched again has another receipt, and a consumer still
+// holding the old delivery finds nothing, gets broker.ErrLeaseLost and
+// changes nothing. The consumer, not Redis, makes the token, so a failover
+// that loses a fetch's writes cannot hand the next fetch the same receipt.
 //
-// The members are longer than Redis's zset-max-listpack-value (64 bytes)
-// for all but tiny messages, so the ZSET is a skiplist with a hash table:
-// adding and finding a lease cost O(log n) and O(1), not a scan. An
-// in-flight entry without a lease cannot exist: the lease ZSET is the
-// in-flight structure, so asynq #1144 (a job stuck in flight after its lease
-// was lost) cannot happen.
-//
-// One corner follows from this: two copies of one message with the same
-// bytes and the same delivery count (a producer enqueued the same ID and
-// content twice, EnqueuedAt included) are one lease member. Fetch leases
-// them once when they come in one batch; fetched in two batches they share
-// the member, so the first to settle wins and the other gets
-// broker.ErrLeaseLost. Either way the job ran at least once, which is all
-// at-least-once promises for a duplicate.
+// A fetch whose reply is lost (the connection broke after Redis ran it)
+// leased a batch nobody holds. The consumer knows the token it sent, finds
+// that batch's receipts in the inflight HASH (HSCAN, paid only then) and
+// releases them to the front of ready, in order, with no recovery counted:
+// at once, or before its next fetch (or at Close) while Redis cannot be
+// reached. Only a batch it could not hand back waits for its leases to run
+// out, as after a crash.
 //
 // An idle Fetch blocks in Redis (BLMOVE of the ready list onto itself,
 // which moves nothing) instead of polling.

@@ -96,10 +96,10 @@ func (d *Driver) keys(queue string) *queueKeys {
 // queueKeys holds the keys of one queue, and the KEYS list of each script,
 // built once (go-redis copies them into each command).
 type queueKeys struct {
-	ready, lease, delayed, dead, dropped, expired, stats string
-	timers                                               timers.Keys
-	discards                                             discards.Keys
-	promoteTo                                            timers.Target
+	ready, lease, inflight, delayed, dead, dropped, expired, stats string
+	timers                                                         timers.Keys
+	discards                                                       discards.Keys
+	promoteTo                                                      timers.Target
 
 	enqueue, fetch, ack, retry, release, discard, extend, reap []string
 }
@@ -110,6 +110,7 @@ func newQueueKeys(prefix, queue string) *queueKeys {
 	k := &queueKeys{
 		ready:    q.Part("ready"),
 		lease:    q.Part("lease"),
+		inflight: q.Part("inflight"),
 		stats:    q.Part("stats"),
 		timers:   timers.QueueKeys(prefix, queue),
 		discards: discards.QueueKeys(prefix, queue),
@@ -118,12 +119,12 @@ func newQueueKeys(prefix, queue string) *queueKeys {
 	k.delayed = k.timers.Delayed
 	k.promoteTo = timers.Target{Key: k.ready}
 	k.enqueue = []string{k.ready, k.delayed, k.lease, k.timers.Timers}
-	k.fetch = []string{k.ready, k.lease, k.dead, k.dropped, k.expired}
-	k.ack = []string{k.lease, k.stats}
-	k.retry = []string{k.ready, k.lease, k.delayed, k.timers.Timers, k.stats}
-	k.release = []string{k.ready, k.lease}
-	k.discard = []string{k.lease, k.dead, k.dropped, k.expired, k.stats}
+	k.fetch = []string{k.ready, k.lease, k.inflight, k.dead, k.dropped, k.expired}
+	k.ack = []string{k.lease, k.inflight, k.stats}
+	k.retry = []string{k.ready, k.lease, k.inflight, k.delayed, k.timers.Timers, k.stats}
+	k.release = []string{k.ready, k.lease, k.inflight}
+	k.discard = []string{k.lease, k.inflight, k.dead, k.dropped, k.expired, k.stats}
 	k.extend = []string{k.lease}
-	k.reap = []string{k.ready, k.lease, k.dead, k.dropped, k.expired}
+	k.reap = []string{k.ready, k.lease, k.inflight, k.dead, k.dropped, k.expired}
 	return k
 }

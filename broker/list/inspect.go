@@ -16,7 +16,8 @@ import (
 )
 
 // The driver implements broker.Inspector on its keys: ready is the ready
-// LIST, in flight the lease ZSET, delayed the timers (internal/timers),
+// LIST, in flight the lease ZSET (the messages in the inflight HASH),
+// delayed the timers (internal/timers),
 // discarded the discard list (internal/discards). The embedded
 // internal/inspect Inspector does what the durable drivers do alike; the
 // driver hands it the ready LIST and the lease ZSET. Ready jobs come
@@ -59,7 +60,7 @@ func (d *Driver) inspector() *inspect.Inspector {
 // inspectPage is one inspect_page.lua call.
 func (d *Driver) inspectPage(ctx context.Context, queue string, state broker.JobState, offset, limit int) ([]*broker.JobInfo, int64, error) {
 	k := d.keys(queue)
-	v, err := inspectPageScript.Run(ctx, d.client, []string{k.ready, k.lease}, state.String(), offset, limit)
+	v, err := inspectPageScript.Run(ctx, d.client, []string{k.ready, k.lease, k.inflight}, state.String(), offset, limit)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -94,7 +95,7 @@ func (d *Driver) inspectFind(ctx context.Context, queue string, state broker.Job
 		off, _ = strconv.Atoi(cursor)
 	}
 	k := d.keys(queue)
-	v, err := inspectFindScript.Run(ctx, d.client, []string{k.ready, k.lease}, state.String(), id, off, inspect.Step)
+	v, err := inspectFindScript.Run(ctx, d.client, []string{k.ready, k.lease, k.inflight}, state.String(), id, off, inspect.Step)
 	if err != nil {
 		return nil, "", err
 	}

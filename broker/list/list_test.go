@@ -42,8 +42,8 @@ func TestRoundTripFIFOAndKeysGone(t *testing.T) {
 		d.Timeout != 1500*time.Millisecond || !d.EnqueuedAt.Equal(enq) || d.Attempt != 0 || d.Recoveries != 0 {
 		t.Fatalf("fetched message differs from the enqueued one: %+v", d.Message)
 	}
-	if h, _, err := codec.ParseHeader([]byte(d.Receipt)); err != nil || h.ID != "a" || h.Deliveries != 1 || d.Token != "1" {
-		t.Fatalf("receipt %q (%+v, %v) token %q, want a's stored value with deliveries 1, token 1", d.Receipt, h, err, d.Token)
+	if !strings.HasSuffix(d.Receipt, ",1:a") || d.Token+",1:a" != d.Receipt || e.deliveries("q", d) != 1 {
+		t.Fatalf("receipt %q token %q, want <token>,1:a, deliveries 1", d.Receipt, d.Token)
 	}
 	// Redis and this process share a clock here; allow 2s of slack.
 	if lo, hi := before.Add(28*time.Second), time.Now().Add(32*time.Second); d.LeaseDeadline.Before(lo) || d.LeaseDeadline.After(hi) {
@@ -178,8 +178,8 @@ func TestRetry(t *testing.T) {
 	if got := ids(ds); !slices.Equal(got, []string{"b", "a"}) {
 		t.Fatalf("after retry: %v, want [b a]", got)
 	}
-	if ds[1].Attempt != 1 || ds[1].Recoveries != 0 || ds[1].Token != "2" {
-		t.Fatalf("retried message: attempt %d recoveries %d token %s", ds[1].Attempt, ds[1].Recoveries, ds[1].Token)
+	if ds[1].Attempt != 1 || ds[1].Recoveries != 0 || e.deliveries("q", ds[1]) != 2 || ds[1].Token == a.Token {
+		t.Fatalf("retried message: attempt %d recoveries %d token %s (first %s)", ds[1].Attempt, ds[1].Recoveries, ds[1].Token, a.Token)
 	}
 	// Later: into the delayed set, not ready.
 	if err := c.Retry(ctx, ds[1], time.Now().Add(time.Hour)); err != nil {
@@ -207,8 +207,8 @@ func TestReleaseKeepsOrderAndCounters(t *testing.T) {
 	if got := ids(again); !slices.Equal(got, []string{"a", "b", "c", "d"}) {
 		t.Fatalf("after release: %v, want [a b c d]", got)
 	}
-	for _, d := range again[:3] {
-		if d.Attempt != 0 || d.Recoveries != 0 || d.Token != "2" {
+	for i, d := range again[:3] {
+		if d.Attempt != 0 || d.Recoveries != 0 || e.deliveries("q", d) != 2 || d.Token == ds[i].Token {
 			t.Fatalf("%s after release: attempt %d recoveries %d token %s", d.ID, d.Attempt, d.Recoveries, d.Token)
 		}
 	}
@@ -306,19 +306,21 @@ func TestCheckUnreachable(t *testing.T) {
 	}
 }
 
-// TestTokenCountsEveryDelivery: each fetch of a message gets the next
-// delivery count as its token, past the counts fetch.lua has spelled out.
-func TestTokenCountsEveryDelivery(t *testing.T) {
+// TestEachDeliveryHasItsToken: each fetch of a message has a token of its
+// own, and the stored message counts the deliveries.
+func TestEachDeliveryHasItsToken(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	e.enqueue(msg("q", "a"))
 	c := e.open("q", time.Minute)
+	seen := map[string]bool{}
 	for want := 1; want <= 12; want++ {
 		d := fetch(t, c, 1)[0]
-		if d.Token != strconv.Itoa(want) {
-			t.Fatalf("delivery %d has token %s", want, d.Token)
+		if n := e.deliveries("q", d); n != want || seen[d.Token] {
+			t.Fatalf("delivery %d: token %s (seen before: %v), deliveries %d", want, d.Token, seen[d.Token], n)
 		}
+		seen[d.Token] = true
 		if err := c.Release(ctx, d); err != nil {
 			t.Fatal(err)
 		}

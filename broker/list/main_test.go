@@ -14,6 +14,7 @@ import (
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/broker/list"
+	"github.com/conveyorq/conveyor/internal/codec"
 	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/internal/redistest"
 )
@@ -149,6 +150,28 @@ func (e *env) expireLeases(queue string) {
 			e.t.Fatal(err)
 		}
 	}
+}
+
+// deliveries returns the deliveries count in the header of d's stored
+// message, read from the inflight HASH of queue.
+func (e *env) deliveries(queue string, d *broker.Delivery) int {
+	e.t.Helper()
+	return storedDeliveries(e.t, e.c, e.key(queue, "inflight"), d)
+}
+
+// storedDeliveries returns the deliveries count in the header of d's stored
+// message, read from the inflight HASH inflight.
+func storedDeliveries(t *testing.T, c redis.UniversalClient, inflight string, d *broker.Delivery) int {
+	t.Helper()
+	v, err := c.HGet(context.Background(), inflight, d.Receipt).Result()
+	if err != nil {
+		t.Fatalf("stored message of %s: %v", d.Receipt, err)
+	}
+	h, _, err := codec.ParseHeader([]byte(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h.Deliveries
 }
 
 func (e *env) llen(queue, part string) int64 {

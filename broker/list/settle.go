@@ -3,6 +3,7 @@ package list
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,14 +18,14 @@ import (
 // call. A delivery whose lease was reclaimed fails with
 // broker.ErrLeaseLost; the others are acked all the same.
 func (c *consumer) Ack(ctx context.Context, ds ...*broker.Delivery) error {
-	_, err := c.settleBatch(ctx, "ack", ackScript, c.k.ack, nil, ds)
+	_, err := c.settleBatch(ctx, "ack", ackScript, c.k.ack, nil, false, ds)
 	return err
 }
 
 // Release hands deliveries back to the front of the ready list, in their
 // order, without counting an attempt.
 func (c *consumer) Release(ctx context.Context, ds ...*broker.Delivery) error {
-	_, err := c.settleBatch(ctx, "release", releaseScript, c.k.release, nil, ds)
+	_, err := c.settleBatch(ctx, "release", releaseScript, c.k.release, nil, true, ds)
 	return err
 }
 
@@ -38,7 +39,7 @@ func (c *consumer) Extend(ctx context.Context, ttl time.Duration, ds ...*broker.
 	}
 	// Taken before sending: never later than the server's deadline.
 	deadline := time.Now().Add(ttl.Truncate(time.Millisecond))
-	deadlineMs, err := c.settleBatch(ctx, "extend", extendScript, c.k.extend, []any{ttl.Milliseconds()}, ds)
+	deadlineMs, err := c.settleBatch(ctx, "extend", extendScript, c.k.extend, []any{ttl.Milliseconds()}, false, ds)
 	if deadlineMs == 0 {
 		return err
 	}
@@ -90,32 +91,26 @@ func (c *consumer) checkDelivery(d *broker.Delivery) error {
 	case d.Receipt == "" || d.Token == "":
 		return fmt.Errorf("delivery without receipt or token: %w", broker.ErrInvalidMessage)
 	case d.Token != receiptToken(d.Receipt):
-		// The receipt is the delivery's lease member and names its count;
-		// a token that disagrees is not this delivery's (the batch scripts
-		// fence on the receipt alone).
+		// The receipt names the delivery's token (see lib.lua); a token
+		// that disagrees is not this delivery's (the batch scripts fence on
+		// the receipt alone).
 		return fmt.Errorf("delivery token %q is not its receipt's: %w", d.Token, broker.ErrLeaseLost)
 	}
 	return nil
 }
 
-// receiptToken returns the deliveries field of a stored message
-// ("1,<deliveries>,..."), the token of the delivery it is the receipt of;
+// receiptToken returns the token a receipt "<token>,<len(id)>:<id>" names;
 // "" when there is none.
 func receiptToken(receipt string) string {
-	rest, ok := strings.CutPrefix(receipt, "1,")
-	if !ok {
-		return ""
-	}
-	tok, _, ok := strings.Cut(rest, ",")
+	tok, _, ok := strings.Cut(receipt, ",")
 	if !ok {
 		return ""
 	}
 	return tok
 }
 
-// settleOne runs a single-delivery script whose ARGV is receipt (the stored
-// value, the delivery's lease member), token, extra... and whose reply is a
-// status.
+// settleOne runs a single-delivery script whose ARGV is receipt (the
+// delivery's lease member), token, extra... and whose reply is a status.
 func (c *consumer) settleOne(ctx context.Context, op string, s *script.Script, keys []string, d *broker.Delivery, extra ...any) error {
 	if err := c.checkDelivery(d); err != nil {
 		return &broker.DeliveryError{Delivery: d, Err: fmt.Errorf("list: %s: %w", op, err)}
@@ -135,18 +130,21 @@ func (c *consumer) settleOne(ctx context.Context, op string, s *script.Script, k
 	return nil
 }
 
-// settleBatch runs a batch script whose ARGV is head... then receipts, and
-// whose reply lists the receipts that failed as {k, status, ...},
-// after one leading integer when head is not empty (extend's deadline,
-// returned). The error is nil or a *multierror.Error of
-// *broker.DeliveryError.
-func (c *consumer) settleBatch(ctx context.Context, op string, s *script.Script, keys []string, head []any, ds []*broker.Delivery) (int64, error) {
+// maxSettle caps the receipts of one batch script call, so that one call
+// holds the server briefly; a longer batch takes several calls.
+const maxSettle = 512
+
+// settleBatch runs a batch script whose ARGV is head... then receipts, at
+// most maxSettle receipts a call (the last ones first when backwards), and
+// whose reply lists the receipts that
+// failed as {k, status, ...}, after one leading integer when head is not
+// empty (extend's deadline, returned: that of the last call that answered).
+// The error is nil or a *multierror.Error of *broker.DeliveryError.
+func (c *consumer) settleBatch(ctx context.Context, op string, s *script.Script, keys []string, head []any, backwards bool, ds []*broker.Delivery) (int64, error) {
 	var errs *multierror.Error
 	fail := func(d *broker.Delivery, err error) {
 		errs = multierror.Append(errs, &broker.DeliveryError{Delivery: d, Err: fmt.Errorf("list: %s: %w", op, err)})
 	}
-	args := make([]any, 0, len(head)+len(ds))
-	args = append(args, head...)
 	sent := make([]*broker.Delivery, 0, len(ds))
 	for _, d := range ds {
 		if err := c.checkDelivery(d); err != nil {
@@ -154,26 +152,62 @@ func (c *consumer) settleBatch(ctx context.Context, op string, s *script.Script,
 			continue
 		}
 		sent = append(sent, d)
-		args = append(args, d.Receipt)
 	}
-	if len(sent) == 0 {
-		return 0, errs.ErrorOrNil()
+	calls := slices.Collect(slices.Chunk(sent, maxSettle))
+	// failed[i] holds the failures of calls[i], so that they are reported
+	// in the order of ds whichever call runs first.
+	failed := make([][]error, len(calls))
+	order := make([]int, len(calls))
+	for i := range order {
+		order[i] = i
 	}
+	if backwards {
+		// Each call pushes its batch to the front of ready: the last call
+		// must carry the first deliveries.
+		slices.Reverse(order)
+	}
+	var lead int64
+	for _, i := range order {
+		call := calls[i]
+		args := make([]any, 0, len(head)+len(call))
+		args = append(args, head...)
+		for _, d := range call {
+			args = append(args, d.Receipt)
+		}
+		l, err := c.settleCall(ctx, s, keys, len(head) > 0, args, call, func(d *broker.Delivery, err error) {
+			failed[i] = append(failed[i], &broker.DeliveryError{Delivery: d, Err: fmt.Errorf("list: %s: %w", op, err)})
+		})
+		if err != nil {
+			return lead, fmt.Errorf("list: %s: %w", op, err)
+		}
+		if l != 0 {
+			lead = l
+		}
+	}
+	for _, f := range failed {
+		errs = multierror.Append(errs, f...)
+	}
+	return lead, errs.ErrorOrNil()
+}
+
+// settleCall runs one call of settleBatch for deliveries sent, reporting
+// each delivery that failed to fail; an error is a reply it cannot read.
+func (c *consumer) settleCall(ctx context.Context, s *script.Script, keys []string, hasLead bool, args []any, sent []*broker.Delivery, fail func(*broker.Delivery, error)) (int64, error) {
 	v, err := s.Run(ctx, c.d.client, keys, args...)
 	if err != nil {
 		for _, d := range sent {
-			if len(head) == 0 { // extend keeps the leases: nothing to doubt
+			if !hasLead { // extend keeps the leases: nothing to doubt
 				c.doubts.Note(d.Receipt, err)
 			}
 			fail(d, err)
 		}
-		return 0, errs.ErrorOrNil()
+		return 0, nil
 	}
 	reply, _ := v.([]any)
 	var lead int64
-	if len(head) > 0 {
+	if hasLead {
 		if len(reply) == 0 {
-			return 0, fmt.Errorf("list: %s: empty reply", op)
+			return 0, fmt.Errorf("empty reply")
 		}
 		lead, _ = reply[0].(int64)
 		reply = reply[1:]
@@ -182,12 +216,12 @@ func (c *consumer) settleBatch(ctx context.Context, op string, s *script.Script,
 		k, _ := reply[i].(int64)
 		status, _ := reply[i+1].(string)
 		if k < 1 || int(k) > len(sent) {
-			return lead, fmt.Errorf("list: %s: reply names receipt %d of %d", op, k, len(sent))
+			return lead, fmt.Errorf("reply names receipt %d of %d", k, len(sent))
 		}
 		d := sent[k-1]
 		if err := c.doubts.Resolve(d.Receipt, d.LeaseDeadline, script.Status(status)); err != nil {
 			fail(d, err)
 		}
 	}
-	return lead, errs.ErrorOrNil()
+	return lead, nil
 }

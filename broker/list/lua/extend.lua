@@ -1,9 +1,9 @@
 -- extend.lua: push the lease deadline of a batch of deliveries to now + ttl.
 -- Fenced like ack.lua: a lease that was reclaimed is not recreated.
 --
--- KEYS[1] <prefix>:{<queue>}:lease  ZSET stored message in flight, score = lease deadline (unix ms)
+-- KEYS[1] <prefix>:{<queue>}:lease  ZSET receipt of a delivery in flight, score = lease deadline (unix ms)
 -- ARGV[1] ttl, ms
--- ARGV[k+1] for k >= 1: stored message (the delivery's receipt)
+-- ARGV[k+1] for k >= 1: the receipt of delivery k
 -- Reply: {deadline (unix ms), k, status, ...}: the new deadline, then each
 -- receipt k that was not extended (status "LEASE_LOST").
 

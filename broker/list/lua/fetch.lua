@@ -2,22 +2,21 @@
 -- Before popping it hands messages whose lease ran out back to the front of
 -- ready (counting a recovery), or to the discard list when that recovery would reach the
 -- poison cap ARGV[5] (see reclaim in lib.lua), all bounded so that one call
--- stays short. Each leased message joins the lease ZSET as the very value
--- popped (its deliveries is already this delivery's count, the fencing
--- token; see lib.lua): the lease entry is the in-flight copy, there is no
--- other. A message with recoveries (its last worker died holding it) is
--- leased alone, and ends the batch: if it is poison, the messages fetched
--- with it must not die with it and count a recovery too; the rest go back
--- to the front of ready, in order. Identical values popped in one batch (a producer stored the same
--- message twice) are leased once: two deliveries cannot share one lease
--- entry.
+-- stays short. The k-th message leased gets the receipt
+-- "<ARGV[7]>.<k>,<len(id)>:<id>" (see lib.lua): a lease ZSET member and an
+-- inflight HASH field whose value is the message as popped, unchanged. A
+-- message with recoveries (its last worker died holding it) is leased alone,
+-- and ends the batch: if it is poison, the messages fetched with it must not
+-- die with it and count a recovery too; the rest go back to the front of
+-- ready, in order.
 --
 -- KEYS[1] <prefix>:{<queue>}:ready         LIST of stored messages; LPUSH in, RPOP out
--- KEYS[2] <prefix>:{<queue>}:lease         ZSET stored message being worked on,
+-- KEYS[2] <prefix>:{<queue>}:lease         ZSET receipt of a delivery in flight,
 --                                          score = lease deadline (unix ms)
--- KEYS[3] <prefix>:{<queue>}:dead          LIST of discard records
--- KEYS[4] <prefix>:{<queue>}:dead_dropped  STRING count of records the discard count cap trimmed
--- KEYS[5] <prefix>:{<queue>}:dead_expired  STRING count of records the discard age limit trimmed
+-- KEYS[3] <prefix>:{<queue>}:inflight      HASH receipt -> stored message
+-- KEYS[4] <prefix>:{<queue>}:dead          LIST of discard records
+-- KEYS[5] <prefix>:{<queue>}:dead_dropped  STRING count of records the discard count cap trimmed
+-- KEYS[6] <prefix>:{<queue>}:dead_expired  STRING count of records the discard age limit trimmed
 -- ARGV[1] max messages to lease, >= 1
 -- ARGV[2] visibility timeout, ms
 -- ARGV[3] max expired leases to reclaim
@@ -25,9 +24,10 @@
 -- ARGV[5] poison cap: the recovery count at which an expired lease's message
 --         is discarded instead of handed back; <= 0 turns the cap off
 -- ARGV[6] max age of discard records, ms (<= 0: no age limit)
+-- ARGV[7] fetch token "<consumer>.<fetch>", new on every call
 -- Reply: {deadline (unix ms), hint (ms), reclaimed, poisoned, malformed,
--- v1, ..., vn}: vi are the leased messages, each the exact member of its
--- lease; reclaimed counts the expired leases this call handed back to ready,
+-- r1, v1, ..., rn, vn}: ri is the receipt of the i-th leased message vi;
+-- reclaimed counts the expired leases this call handed back to ready,
 -- poisoned those it moved to the discard list as poison, malformed the
 -- popped values it moved there because it cannot read their header (with
 -- reason MALFORMED; the caller logs them). When n is 0, hint is the time until
@@ -35,7 +35,7 @@
 -- wait. Timers are not this script's business: a promoter moves them to
 -- ready (internal/timers), which wakes a blocked consumer.
 
-local ready, lease = KEYS[1], KEYS[2]
+local ready, lease, inflight = KEYS[1], KEYS[2], KEYS[3]
 
 -- MALFORMED is the discard reason of a value that is no stored message
 -- (internal/codec's ErrMalformed and what is wrong).
@@ -43,24 +43,12 @@ local MALFORMED = 'conveyor: malformed stored message: unreadable header'
 -- HEAD is the number of fields of the reply before the leased values.
 local HEAD = 5
 
--- leased returns the set of the values leased so far (out[HEAD + 1], ...).
-local function leased(out)
-  local seen = {}
-  for i = HEAD + 1, #out do
-    seen[out[i]] = true
-  end
-  return seen
-end
-
 -- back_from pushes vs[from], ..., vs[#vs] back to the front of ready, in
--- order, but for the values in seen: a copy already leased stays leased
--- once.
-local function back_from(vs, from, seen)
+-- order.
+local function back_from(vs, from)
   local back = {}
   for j = #vs, from, -1 do
-    if not seen[vs[j]] then
-      back[#back + 1] = vs[j]
-    end
+    back[#back + 1] = vs[j]
   end
   bulk('RPUSH', ready, back)
 end
@@ -68,66 +56,52 @@ end
 local max, vt = tonumber(ARGV[1]), tonumber(ARGV[2])
 local now = now_ms()
 
-local dl = discard_list(KEYS[3], KEYS[4], KEYS[5], ARGV[4], ARGV[6])
-local reclaimed, poisoned = reclaim(ready, lease, dl, tonumber(ARGV[5]), now, tonumber(ARGV[3]))
+local dl = discard_list(KEYS[4], KEYS[5], KEYS[6], ARGV[4], ARGV[6])
+local reclaimed, poisoned = reclaim(ready, lease, inflight, dl, tonumber(ARGV[5]), now, tonumber(ARGV[3]))
 
 local deadline = now + vt
 -- Scores go to ZADD as strings: Redis formats a Lua number argument with
 -- printf("%.17g"), once per member; this formats it once per call.
 local score = tostring(deadline)
+local token = ARGV[7] .. '.'
 local out = {deadline, -1, reclaimed, poisoned, 0}
 local vs = redis.call('RPOP', ready, max)
 if vs then
-  local zadd = {}
+  local zadd, hset, k = {}, {}, 0
   for i = 1, #vs do
     local v = vs[i]
-    -- No rewrite: a new string per message is a copy, a hash of all of
-    -- its bytes (Redis's Lua) and garbage to collect: 13% of the Redis
+    -- No rewrite of v: a new string per message is a copy, a hash of all
+    -- of its bytes (Redis's Lua) and garbage to collect: 13% of the Redis
     -- instructions per job (callgrind) when fetch bumped deliveries itself.
-    local rec = string.match(v, VALID)
+    -- The receipt is short: the token and "<len(id)>:<id>".
+    local rec, pos, idlen = string.match(v, LEASED)
     if not rec then
       discard(dl, now, MALFORMED, v)
       out[5] = out[5] + 1
-    elseif rec ~= '0' and #out > HEAD then
+    elseif rec ~= '0' and k > 0 then
       -- A recovered message (its last worker died holding it) is leased
       -- alone: if it is poison, the jobs fetched with it must not die with
       -- it and be counted as recovered too. It and the rest go back to the
       -- front, in order.
-      back_from(vs, i, leased(out))
+      back_from(vs, i)
       break
     else
+      k = k + 1
+      local r = token .. k .. ',' .. string.sub(v, pos, pos + #idlen + tonumber(idlen))
       zadd[#zadd + 1] = score
-      zadd[#zadd + 1] = v
+      zadd[#zadd + 1] = r
+      hset[#hset + 1] = r
+      hset[#hset + 1] = v
+      out[#out + 1] = r
       out[#out + 1] = v
       if rec ~= '0' then
-        back_from(vs, i + 1, leased(out))
+        back_from(vs, i + 1)
         break
       end
     end
   end
-  -- ZADD counts the members it added: fewer than the values leased means
-  -- a value came twice (or is leased already), and only then is a set of
-  -- the values built to lease each once: a table insert per message,
-  -- for a case that needs a producer to store one message twice, is
-  -- otherwise paid on every fetch.
-  local added = 0
-  for i = 1, #zadd, CHUNK do
-    added = added + redis.call('ZADD', lease, unpack(zadd, i, math.min(i + CHUNK - 1, #zadd)))
-  end
-  if added < #out - HEAD then
-    local seen, j = {}, HEAD
-    for i = HEAD + 1, #out do
-      local v = out[i]
-      if not seen[v] then
-        seen[v] = true
-        j = j + 1
-        out[j] = v
-      end
-    end
-    for i = #out, j + 1, -1 do
-      out[i] = nil
-    end
-  end
+  bulk('ZADD', lease, zadd)
+  bulk('HSET', inflight, hset)
 end
 
 if #out == HEAD then

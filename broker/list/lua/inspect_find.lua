@@ -5,8 +5,9 @@
 -- the others further, so a stretch may repeat some, never skip one for
 -- that; fetches pop from the other end.
 --
--- KEYS[1] <prefix>:{<queue>}:ready  LIST of stored messages
--- KEYS[2] <prefix>:{<queue>}:lease  ZSET stored message in flight, score = lease deadline (unix ms)
+-- KEYS[1] <prefix>:{<queue>}:ready     LIST of stored messages
+-- KEYS[2] <prefix>:{<queue>}:lease     ZSET receipt of a delivery in flight, score = lease deadline (unix ms)
+-- KEYS[3] <prefix>:{<queue>}:inflight  HASH receipt -> stored message
 -- ARGV[1] "ready" or "in_flight"
 -- ARGV[2] message ID
 -- ARGV[3] position to start at, >= 0
@@ -24,6 +25,10 @@ local function is(v)
   local pos = string.match(v, '^1,%d+,%d+,%d+,()')
   return pos and string.sub(v, pos, pos + #needle - 1) == needle
 end
+-- A receipt ends in the same "<len(id)>:<id>", after its token's ','.
+local function names(r)
+  return string.sub(r, -#needle - 1) == ',' .. needle
+end
 
 local seen
 if ARGV[1] == 'ready' then
@@ -37,8 +42,11 @@ if ARGV[1] == 'ready' then
 else
   local vs = redis.call('ZRANGE', KEYS[2], off, off + n - 1, 'WITHSCORES')
   for i = 1, #vs, 2 do
-    if is(vs[i]) then
-      return {vs[i], tonumber(vs[i + 1]), -1}
+    if names(vs[i]) then
+      local v = redis.call('HGET', KEYS[3], vs[i])
+      if v then
+        return {v, tonumber(vs[i + 1]), -1}
+      end
     end
   end
   seen = #vs / 2

@@ -8,19 +8,24 @@
 -- (internal/codec). Scripts read and rewrite the header with string patterns
 -- only, so they run on miniredis (gopher-lua) too.
 --
--- deliveries is the fencing token. A message waiting in ready or delayed
--- carries the count its next delivery will have (Enqueue stores 1), and
--- every script that hands a leased message back (reclaim, retry, release)
--- increments it. So fetch leases each value exactly as it pops it, with no
--- rewrite, and still each delivery of a message is a different string: the
--- delivery's member of the lease ZSET.
+-- A delivery is named by its receipt "<token>,<len(id)>:<id>": token is
+-- "<consumer>.<fetch>.<k>", the consumer's random name and its count of
+-- fetches (both base 36, sent by the consumer with each fetch) and the
+-- delivery's place k in that fetch's batch. The consumer makes the token,
+-- not Redis, so it is new on every fetch even when a failover made Redis
+-- forget earlier ones. The receipt is the delivery's member of the lease
+-- ZSET and its field in the inflight HASH, whose value is the stored
+-- message: every script that adds, moves or removes one does the same to
+-- the other. deliveries still counts deliveries (a message waiting in ready
+-- or delayed carries the count its next delivery will have; reclaim, retry
+-- and release increment it) but fences nothing.
 --
 -- KEYS, ARGV, reply: none of its own; see each script.
 
 local HEADER = '^1,(%d+),(%d+),(%d+),(%d+):'
--- The hot paths read only what they need: fewer captures, fewer strings.
-local TOKEN = '^1,(%d+),'                   -- deliveries
-local VALID = '^1,%d+,%d+,(%d+),%d+:'       -- a whole header; captures recoveries
+-- The hot path reads only what it needs: a whole header, capturing
+-- recoveries, where "<len(id)>:" starts and len(id).
+local LEASED = '^1,%d+,%d+,(%d+),()(%d+):'
 
 -- parse returns deliveries, attempt and recoveries (decimal strings), the id,
 -- and the tail "<len(id)>:<id><body>" that a rewrite keeps as it is; nil when
@@ -54,9 +59,23 @@ local function poison_reason(n)
   return 'conveyor: poison: lease expired ' .. n .. ' times'
 end
 
--- reclaim takes up to limit messages whose lease ran out by now off the
--- lease ZSET, earliest deadline first, counting a recovery on each. A crash
--- recovery is not a handler failure: attempt stays as it is.
+-- messages returns the stored messages of receipts rs (a list) from the
+-- inflight HASH, in order; false for one it does not hold.
+local function messages(inflight, rs)
+  local vs = {}
+  for i = 1, #rs, CHUNK do
+    local part = redis.call('HMGET', inflight, unpack(rs, i, math.min(i + CHUNK - 1, #rs)))
+    for j = 1, #part do
+      vs[#vs + 1] = part[j]
+    end
+  end
+  return vs
+end
+
+-- reclaim takes up to limit leases that ran out by now off the lease ZSET
+-- and their messages off the inflight HASH, earliest deadline first,
+-- counting a recovery on each. A crash recovery is not a handler failure:
+-- attempt stays as it is.
 --
 -- A message whose recoveries would reach maxrec (maxrec > 0) is poison: it
 -- took its worker down maxrec times, so it goes to the discard list dl (as
@@ -67,31 +86,37 @@ end
 -- It returns how many went back to ready and how many were discarded. The
 -- lease ZSET is read and changed in this one script, so two reapers running
 -- at once can never move one message twice.
-local function reclaim(ready, lease, dl, maxrec, now, limit)
-  local vs = redis.call('ZRANGEBYSCORE', lease, '-inf', now, 'LIMIT', 0, limit)
-  if #vs == 0 then
+local function reclaim(ready, lease, inflight, dl, maxrec, now, limit)
+  local rs = redis.call('ZRANGEBYSCORE', lease, '-inf', now, 'LIMIT', 0, limit)
+  if #rs == 0 then
     return 0, 0
   end
-  bulk('ZREM', lease, vs)
+  local vs = messages(inflight, rs)
+  bulk('ZREM', lease, rs)
+  bulk('HDEL', inflight, rs)
   local back, poisoned = {}, 0
   for i = 1, #vs do
     local v = vs[i]
-    local d, a, r, _, tail = parse(v)
-    -- fetch leases only values that parse, so d is set unless someone
-    -- wrote the lease ZSET by hand; then v goes back as it is, and fetch
-    -- moves it to the discard list, where an operator can see it.
-    if d then
-      local n = r + 1
-      if maxrec > 0 and n >= maxrec then
-        discard(dl, now, poison_reason(n), build(d, a, n, tail))
-        poisoned = poisoned + 1
-        v = nil
-      else
-        v = build(d + 1, a, n, tail)
-      end
-    end
+    -- Every lease has its message unless someone wrote the keys by hand;
+    -- a lease without one has nothing to recover.
     if v then
-      back[#back + 1] = v
+      local d, a, r, _, tail = parse(v)
+      -- fetch leases only values that parse, so d is set unless someone
+      -- wrote the HASH by hand; then v goes back as it is, and fetch
+      -- moves it to the discard list, where an operator can see it.
+      if d then
+        local n = r + 1
+        if maxrec > 0 and n >= maxrec then
+          discard(dl, now, poison_reason(n), build(d, a, n, tail))
+          poisoned = poisoned + 1
+          v = nil
+        else
+          v = build(d + 1, a, n, tail)
+        end
+      end
+      if v then
+        back[#back + 1] = v
+      end
     end
   end
   -- RPUSH the last first, so the first of vs is fetched next.
@@ -104,14 +129,14 @@ local function reclaim(ready, lease, dl, maxrec, now, limit)
 end
 
 -- The batch scripts (ack, release, extend) name each delivery by its
--- receipt only: the stored message of that delivery, whose deliveries field
--- is the delivery's token. The driver checks that a delivery's Token is its
--- receipt's before sending it (checkDelivery), so the script need not: a
--- receipt alone is the fenced name of one delivery.
+-- receipt only: the receipt holds the delivery's token, and the driver
+-- checks that a delivery's Token is its receipt's before sending it
+-- (checkDelivery), so the script need not: a receipt alone is the fenced
+-- name of one delivery.
 
 -- settle_check looks up each receipt in ARGV from index first: it holds its
 -- lease while the receipt is a member of the lease ZSET (a reclaimed and
--- re-fetched message is another member, with a higher count). It returns
+-- re-fetched message is another member, with another token). It returns
 -- the receipts that hold and the reply list {receipt number, 'LEASE_LOST',
 -- ...} of those that do not. It changes nothing: for extend, which keeps
 -- the leases.

@@ -2,23 +2,25 @@
 -- ARGV[1] messages whose lease ran out and requeues each to the FRONT of
 -- ready, recoveries+1, or discards it as poison when that recovery would
 -- reach the cap ARGV[2] (see reclaim in lib.lua). There is nothing else to
--- recover: the lease ZSET is the in-flight structure, so no message can be
--- in flight without a lease.
+-- recover: every script that adds or removes a lease does the same to its
+-- message in the inflight HASH, so no message is in flight without a lease.
 --
 -- KEYS[1] <prefix>:{<queue>}:ready         LIST of stored messages
--- KEYS[2] <prefix>:{<queue>}:lease         ZSET stored message in flight, score = lease deadline (unix ms)
--- KEYS[3] <prefix>:{<queue>}:dead          LIST of discard records, newest first
--- KEYS[4] <prefix>:{<queue>}:dead_dropped  STRING count of records the discard count cap trimmed
--- KEYS[5] <prefix>:{<queue>}:dead_expired  STRING count of records the discard age limit trimmed
+-- KEYS[2] <prefix>:{<queue>}:lease         ZSET receipt of a delivery in flight, score = lease deadline (unix ms)
+-- KEYS[3] <prefix>:{<queue>}:inflight      HASH receipt -> stored message
+-- KEYS[4] <prefix>:{<queue>}:dead          LIST of discard records, newest first
+-- KEYS[5] <prefix>:{<queue>}:dead_dropped  STRING count of records the discard count cap trimmed
+-- KEYS[6] <prefix>:{<queue>}:dead_expired  STRING count of records the discard age limit trimmed
 -- ARGV[1] max expired leases to take, >= 1
 -- ARGV[2] poison cap: the recovery count at which an expired lease's message
 --         is discarded instead of requeued; <= 0 turns the cap off
 -- ARGV[3] max discard records kept, >= 1
 -- ARGV[4] max age of discard records, ms (<= 0: no age limit)
 -- Reply: {requeued, poisoned}: how many went back to ready and how many to
--- the discard list; together they are the expired leases taken.
+-- the discard list; together they are the expired leases taken (but any
+-- whose message was deleted by hand).
 
-local requeued, poisoned = reclaim(KEYS[1], KEYS[2],
-  discard_list(KEYS[3], KEYS[4], KEYS[5], ARGV[3], ARGV[4]),
+local requeued, poisoned = reclaim(KEYS[1], KEYS[2], KEYS[3],
+  discard_list(KEYS[4], KEYS[5], KEYS[6], ARGV[3], ARGV[4]),
   tonumber(ARGV[2]), now_ms(), tonumber(ARGV[1]))
 return {requeued, poisoned}

@@ -1,23 +1,33 @@
 -- release.lua: hand a batch of deliveries back to the FRONT of ready, in
 -- their order, without counting an attempt or a recovery: for a worker that
--- stops before running them. Fenced like ack.lua. deliveries+1, for the next
--- delivery (lib.lua), so the released tokens never match again.
+-- stops before running them, and for a fetch whose reply was lost (the
+-- consumer finds its receipts by its fetch token). Fenced like ack.lua.
+-- deliveries+1, for the next delivery (lib.lua).
 --
--- KEYS[1] <prefix>:{<queue>}:ready  LIST of stored messages
--- KEYS[2] <prefix>:{<queue>}:lease  ZSET stored message in flight, score = lease deadline (unix ms)
--- ARGV[k] for k >= 1: stored message (the delivery's receipt)
+-- KEYS[1] <prefix>:{<queue>}:ready     LIST of stored messages
+-- KEYS[2] <prefix>:{<queue>}:lease     ZSET receipt of a delivery in flight, score = lease deadline (unix ms)
+-- KEYS[3] <prefix>:{<queue>}:inflight  HASH receipt -> stored message
+-- ARGV[k] for k >= 1: the receipt of delivery k
 -- Reply: {k, status, ...} for each receipt k that was not released (status
 -- "LEASE_LOST"); empty when all were.
 
-local ready, lease = KEYS[1], KEYS[2]
+local ready, lease, inflight = KEYS[1], KEYS[2], KEYS[3]
 local oks, lost = take(lease, 1)
+if #oks == 0 then
+  return lost
+end
+local vs = messages(inflight, oks)
+bulk('HDEL', inflight, oks)
 -- RPUSH the last first, so the first of the batch is fetched next.
 local back = {}
-for i = #oks, 1, -1 do
-  local v = oks[i]
-  local d, a, r, _, tail = parse(v)
-  -- every lease member parses unless written by hand (see reclaim)
-  back[#back + 1] = d and build(d + 1, a, r, tail) or v
+for i = #vs, 1, -1 do
+  local v = vs[i]
+  -- every lease has its message, and every message parses, unless written
+  -- by hand (see reclaim)
+  if v then
+    local d, a, r, _, tail = parse(v)
+    back[#back + 1] = d and build(d + 1, a, r, tail) or v
+  end
 end
 bulk('RPUSH', ready, back)
 return lost

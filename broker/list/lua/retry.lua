@@ -8,20 +8,29 @@
 -- ack.lua. A retry (ARGV[4] > 0) is a failed handler run: the queue's stats
 -- HASH counts it (field failed).
 --
--- KEYS[1] <prefix>:{<queue>}:ready    LIST of stored messages
--- KEYS[2] <prefix>:{<queue>}:lease    ZSET stored message in flight, score = lease deadline (unix ms)
--- KEYS[3] <prefix>:{<queue>}:delayed  ZSET timer ID, score = due time (unix ms)
--- KEYS[4] <prefix>:{<queue>}:timers   HASH timer ID -> stored message
--- KEYS[5] <prefix>:{<queue>}:stats    HASH processed, failed: cumulative counters
--- ARGV[1] stored message (the delivery's receipt)
--- ARGV[2] token (deliveries as a decimal string)
+-- KEYS[1] <prefix>:{<queue>}:ready     LIST of stored messages
+-- KEYS[2] <prefix>:{<queue>}:lease     ZSET receipt of a delivery in flight, score = lease deadline (unix ms)
+-- KEYS[3] <prefix>:{<queue>}:inflight  HASH receipt -> stored message
+-- KEYS[4] <prefix>:{<queue>}:delayed   ZSET timer ID, score = due time (unix ms)
+-- KEYS[5] <prefix>:{<queue>}:timers    HASH timer ID -> stored message
+-- KEYS[6] <prefix>:{<queue>}:stats     HASH processed, failed: cumulative counters
+-- ARGV[1] the delivery's receipt
+-- ARGV[2] its token (the receipt up to the first ',')
 -- ARGV[3] the wait until it is due, ms from the server's now (0: now)
 -- ARGV[4] attempt increment: 1 (retry) or 0 (postpone)
 -- Reply: "OK" or "LEASE_LOST".
 
-local ready, lease, delayed = KEYS[1], KEYS[2], KEYS[3]
-local v, wait = ARGV[1], tonumber(ARGV[3])
-local d, a, r, id, tail = parse(v)
+local ready, lease, inflight, delayed = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local r, wait = ARGV[1], tonumber(ARGV[3])
+if string.sub(r, 1, #ARGV[2] + 1) ~= ARGV[2] .. ',' then
+  return 'LEASE_LOST'
+end
+-- The message is read first: a timer needs its ID before the first write.
+local v = redis.call('HGET', inflight, r)
+local d, a, rec, id, tail
+if v then
+  d, a, rec, id, tail = parse(v)
+end
 local tid, at
 if d and wait > 0 then
   tid, at = timer_free(delayed, id), due(now_ms_up(), wait)
@@ -30,19 +39,20 @@ if tid then
   timer_wake(delayed, timer_head(delayed), at) -- before the first write (see timer_wake)
 end
 -- ZREM is the lease check: it removes the member only if it is still there.
-if not d or d ~= ARGV[2] or redis.call('ZREM', lease, v) == 0 then
+if not d or redis.call('ZREM', lease, r) == 0 then
   return 'LEASE_LOST'
 end
+redis.call('HDEL', inflight, r)
 local inc = tonumber(ARGV[4])
-v = build(d + 1, a + inc, r, tail)
+v = build(d + 1, a + inc, rec, tail)
 if tid then
-  timer_put(delayed, KEYS[4], tid, at, v)
+  timer_put(delayed, KEYS[5], tid, at, v)
 else
   redis.call('LPUSH', ready, v)
 end
 -- Counted last: a counter that cannot be incremented (a key of another
 -- type) must not abort the script between the ZREM and the push.
 if inc > 0 then
-  redis.call('HINCRBY', KEYS[5], 'failed', 1)
+  redis.call('HINCRBY', KEYS[6], 'failed', 1)
 end
 return 'OK'

@@ -1,0 +1,289 @@
+package list_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/broker/list"
+	"github.com/conveyorq/conveyor/internal/drivertest"
+	"github.com/conveyorq/conveyor/internal/redistest"
+)
+
+// countingConn counts the bytes a client writes to Redis.
+type countingConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c countingConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// countingClient returns a client of the test Redis whose connections count
+// the bytes they send into sent.
+func countingClient(t *testing.T) (redis.UniversalClient, *atomic.Int64) {
+	t.Helper()
+	redistest.Client(t)
+	opts, _, err := redistest.Options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := new(atomic.Int64)
+	var d net.Dialer
+	opts.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return countingConn{Conn: c, n: sent}, nil
+	}
+	c := redis.NewUniversalClient(opts)
+	t.Cleanup(func() { _ = c.Close() })
+	return c, sent
+}
+
+// TestSettleBytesDoNotGrowWithThePayload: an extend (each heartbeat), an
+// ack and a release of a 512 KiB job send a short receipt, not the job.
+func TestSettleBytesDoNotGrowWithThePayload(t *testing.T) {
+	t.Parallel()
+	c, sent := countingClient(t)
+	e := newEnvOn(t, c, nil)
+	ctx := context.Background()
+	const limit = 1 << 10 // bytes one settle may send, keys and script SHA included
+	big := func(id string) *broker.Message {
+		m := msg("q", id)
+		m.Payload = make([]byte, 512<<10)
+		return m
+	}
+	e.enqueue(big("a"), big("b"))
+	cons := e.open("q", time.Minute)
+	ds := fetchN(t, cons, 2)
+	// Each script is sent once by SHA first; load them with a first call.
+	if err := cons.Extend(ctx, time.Minute, ds[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := cons.Release(ctx, ds[1]); err != nil {
+		t.Fatal(err)
+	}
+	ds = append(ds[:1], fetch(t, cons, 1)...)
+	if err := cons.Ack(ctx, ds[0]); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		name   string
+		settle func() error
+	}{
+		{"extend", func() error { return cons.Extend(ctx, time.Minute, ds[1]) }},
+		{"release", func() error { return cons.Release(ctx, ds[1]) }},
+		{"ack", func() error { ds[1] = fetch(t, cons, 1)[0]; sent.Store(0); return cons.Ack(ctx, ds[1]) }},
+	} {
+		sent.Store(0)
+		if err := step.settle(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if n := sent.Load(); n > limit {
+			t.Errorf("%s of a 512 KiB job sent %d bytes, want at most %d", step.name, n, limit)
+		}
+	}
+}
+
+// snapshot returns a function that puts every key under prefix back as it
+// is now and deletes the keys made since: what a failover to a replica that
+// never saw the writes in between leaves.
+func snapshot(t *testing.T, c redis.UniversalClient, prefix string) (restore func()) {
+	t.Helper()
+	ctx := context.Background()
+	dumps := map[string]string{}
+	for _, k := range redistest.AllKeys(t, c, prefix) {
+		v, err := c.Dump(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dumps[k] = v
+	}
+	return func() {
+		t.Helper()
+		for _, k := range redistest.AllKeys(t, c, prefix) {
+			if _, ok := dumps[k]; !ok {
+				if err := c.Del(ctx, k).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for k, v := range dumps {
+			if err := c.RestoreReplace(ctx, k, 0, v).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestFencingSurvivesAForgottenFetch: a failover loses a fetch's write
+// (the job is ready again, unleased) and another consumer fetches the job;
+// the first consumer's settles are refused, the second's land.
+func TestFencingSurvivesAForgottenFetch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	e.enqueue(msg("q", "a"))
+	first, second := e.open("q", time.Minute), e.open("q", time.Minute)
+	restore := snapshot(t, e.c, e.prefix)
+	old := fetch(t, first, 1)[0]
+	restore()
+	cur := fetch(t, second, 1)[0]
+	if cur.ID != "a" {
+		t.Fatalf("second fetch got %s, want a", cur.ID)
+	}
+	if old.Receipt == cur.Receipt || old.Token == cur.Token {
+		t.Errorf("two fetches of one job share receipt %q / token %q", cur.Receipt, cur.Token)
+	}
+	for op, err := range map[string]error{
+		"extend":  first.Extend(ctx, time.Minute, old),
+		"ack":     first.Ack(ctx, old),
+		"release": first.Release(ctx, old),
+		"retry":   first.Retry(ctx, old, time.Time{}),
+		"discard": first.Discard(ctx, old, "x"),
+	} {
+		if !errors.Is(err, broker.ErrLeaseLost) {
+			t.Errorf("%s by the consumer whose fetch was forgotten: %v, want ErrLeaseLost", op, err)
+		}
+	}
+	if err := second.Ack(ctx, cur); err != nil {
+		t.Fatalf("ack by the current holder: %v", err)
+	}
+	if ks := redistest.Keys(t, e.c, e.prefix); len(ks) != 0 {
+		t.Fatalf("keys left: %v", ks)
+	}
+}
+
+// TestLostFetchReplyIsHandedBack: a fetch whose reply is lost after Redis
+// ran it leaves nothing leased to nobody: its batch goes back to the front
+// of ready, in order, with no recovery counted, so losing it MaxRecoveries
+// times does not discard a healthy job as poison.
+func TestLostFetchReplyIsHandedBack(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartServer(t)
+	px := redistest.StartProxy(t, srv.Addr)
+	rdb := redis.NewClient(&redis.Options{Addr: px.Addr, PoolSize: 1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	direct := srv.Client(t)
+	d, err := list.New(rdb, &list.Config{Prefix: "lossy", MaxRecoveries: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	c, err := d.Open(ctx, "q", &broker.ConsumerOptions{VisibilityTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	// Warm up: scripts loaded, so the next fetch is one EVALSHA.
+	if err := d.Enqueue(ctx, []*broker.Message{msg("q", "warm")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Ack(ctx, fetch(t, c, 1)...); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Enqueue(ctx, []*broker.Message{msg("q", "a"), msg("q", "b")}); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 3 {
+		px.DropReplyTo(":dead_expired") // only fetch.lua's call names it
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		ds, err := c.Fetch(fctx, 10)
+		cancel()
+		if err == nil {
+			t.Fatalf("round %d: fetch with its reply lost returned %v", round, ids(ds))
+		}
+		ready, _ := direct.LRange(ctx, "lossy:{q}:ready", 0, -1).Result()
+		leased, _ := direct.ZCard(ctx, "lossy:{q}:lease").Result()
+		if len(ready) != 2 || leased != 0 {
+			t.Fatalf("round %d: after a lost fetch reply (%v) %d ready, %d leased; want 2 ready, 0 leased", round, err, len(ready), leased)
+		}
+	}
+	ds := fetchN(t, c, 2)
+	if got := ids(ds); !slices.Equal(got, []string{"a", "b"}) || ds[0].Recoveries != 0 || ds[1].Recoveries != 0 {
+		t.Fatalf("after 3 lost fetches got %v with recoveries %d, %d; want [a b], none", got, ds[0].Recoveries, ds[1].Recoveries)
+	}
+	if n, _ := direct.LLen(ctx, "lossy:{q}:dead").Result(); n != 0 {
+		t.Fatalf("%d discarded", n)
+	}
+	if err := c.Ack(ctx, ds...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBigBatchSettlesInChunks: Ack, Extend and Release of 1,200 deliveries
+// take three script calls each (at most 512 receipts per call, so one call
+// stays short), and each still reports exactly the deliveries whose lease
+// was lost, whichever call they were in.
+func TestBigBatchSettlesInChunks(t *testing.T) {
+	t.Parallel()
+	const n = 1200
+	c := redistest.NewClient(t)
+	log := new(drivertest.CmdLog)
+	c.AddHook(log)
+	e := newEnvOn(t, c, nil)
+	ctx := context.Background()
+	var msgs []*broker.Message
+	for _, id := range seq("m", n) {
+		msgs = append(msgs, msg("q", id))
+	}
+	e.enqueue(msgs...)
+	cons := e.open("q", time.Minute)
+	ds := fetchN(t, cons, n)
+	for _, i := range []int{5, 600, 1100} { // one in each call of 512
+		if err := e.c.ZRem(ctx, e.key("q", "lease"), ds[i].Receipt).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(op string, err error, calls int, lost ...int) {
+		t.Helper()
+		var want, named []*broker.Delivery
+		for _, i := range lost {
+			want = append(want, ds[i])
+		}
+		var me *multierror.Error
+		if !errors.As(err, &me) {
+			t.Fatalf("%s: %v, want the lost ones", op, err)
+		}
+		for _, x := range me.Errors {
+			var de *broker.DeliveryError
+			if !errors.As(x, &de) || !errors.Is(x, broker.ErrLeaseLost) {
+				t.Fatalf("%s: %v is no lost lease", op, x)
+			}
+			named = append(named, de.Delivery)
+		}
+		if !slices.Equal(named, want) {
+			t.Fatalf("%s reported %v lost, want %v", op, ids(named), ids(want))
+		}
+		if n := log.Count("evalsha"); n != calls {
+			t.Fatalf("%s took %d script calls, want %d", op, n, calls)
+		}
+		log.Take()
+	}
+	log.Take()
+	check("extend", cons.Extend(ctx, time.Minute, ds...), 3, 5, 600, 1100)
+	check("release", cons.Release(ctx, ds[:700]...), 2, 5, 600)
+	check("ack", cons.Ack(ctx, ds[700:]...), 1, 1100)
+	var want []string
+	for i, d := range ds[:700] {
+		if i != 5 && i != 600 {
+			want = append(want, d.ID)
+		}
+	}
+	if got := ids(fetchN(t, cons, len(want))); !slices.Equal(got, want) {
+		t.Fatalf("released deliveries came back as %v..., want %v...", got[:10], want[:10])
+	}
+}

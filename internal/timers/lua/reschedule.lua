@@ -11,7 +11,10 @@ local delayed = KEYS[1]
 if not redis.call('ZSCORE', delayed, ARGV[1]) then
   return 0
 end
-local at = due(now_ms_up(), tonumber(ARGV[2]))
+-- A wait of 0 (now or past) is due at the server's now itself, not rounded
+-- up: the next promotion takes it.
+local wait = tonumber(ARGV[2])
+local at = wait > 0 and due(now_ms_up(), wait) or tostring(now_ms())
 timer_wake(delayed, timer_head(delayed), at) -- before the write (see timer_wake)
 redis.call('ZADD', delayed, 'XX', at, ARGV[1])
 return 1

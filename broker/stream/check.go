@@ -36,6 +36,7 @@ func (d *Driver) needs() []redischeck.Need {
 		key("XGROUP CREATE", s, g, "0"),
 		key("XGROUP DELCONSUMER", s, g, "c"),
 		key("XINFO GROUPS", s),
+		key("XINFO CONSUMERS", s, g),
 		key("XREADGROUP", "GROUP", g, "c", "STREAMS", s, ">"),
 		key("XREAD", "STREAMS", s, "0-0"),
 		key("XPENDING", s, g),

@@ -58,6 +58,11 @@ type Config struct {
 	// discarded as poison, a risky maxmemory-policy) and errors of
 	// background hand-backs. Defaults to a logger that discards everything.
 	Logger *slog.Logger
+
+	// pruneIdle and pruneEvery replace, when set (by tests), the idle time
+	// past which a consumer with nothing pending is removed from its group
+	// and the interval between sweeps (see prune.go).
+	pruneIdle, pruneEvery time.Duration
 }
 
 const (

@@ -28,6 +28,7 @@ type consumer struct {
 	wg        sync.WaitGroup
 	cursor    string    // XAUTOCLAIM cursor; "0-0" starts a pass
 	nextClaim time.Time // when the next XAUTOCLAIM pass may start
+	nextPrune time.Time // when this consumer may next sweep the group (prune.go)
 	// held holds the entry IDs of the deliveries Fetch handed out and that
 	// were not settled yet (see lost.go); heldFull is set once it would
 	// have grown past maxHeld.
@@ -54,15 +55,16 @@ func newConsumer(d *Driver, queue string, opts *broker.ConsumerOptions) *consume
 	// A lease shorter than a millisecond cannot be expressed in XAUTOCLAIM.
 	vt = max(vt, time.Millisecond)
 	return &consumer{
-		d:      d,
-		queue:  queue,
-		name:   d.cfg.consumerName(),
-		keys:   d.keys(queue),
-		vt:     vt,
-		vtMS:   strconv.FormatInt(vt.Milliseconds(), 10),
-		done:   make(chan struct{}),
-		cursor: "0-0",
-		held:   make(map[string]struct{}),
+		d:         d,
+		queue:     queue,
+		name:      d.cfg.consumerName(),
+		keys:      d.keys(queue),
+		vt:        vt,
+		vtMS:      strconv.FormatInt(vt.Milliseconds(), 10),
+		done:      make(chan struct{}),
+		cursor:    "0-0",
+		held:      make(map[string]struct{}),
+		nextPrune: time.Now().Add(d.cfg.pruneInterval()),
 	}
 }
 

@@ -1,6 +1,10 @@
 package stream
 
-import "github.com/conveyorq/conveyor/broker"
+import (
+	"time"
+
+	"github.com/conveyorq/conveyor/broker"
+)
 
 // ConsumerName returns the group member name of a consumer Open returned.
 func ConsumerName(c broker.Consumer) string { return c.(*consumer).name }
@@ -11,3 +15,11 @@ func SetBlockHook(c broker.Consumer, f func()) { c.(*consumer).blockHook = f }
 
 // CompareIDs compares two stream entry IDs as Redis orders them.
 func CompareIDs(a, b string) int { return compareIDs(a, b) }
+
+// WithPrune sets, on cfg, the idle time past which a consumer with nothing
+// pending is removed from its group, and the interval between sweeps (the
+// first sweep of a consumer comes one interval after Open).
+func WithPrune(cfg *Config, idle, every time.Duration) *Config {
+	cfg.pruneIdle, cfg.pruneEvery = idle, every
+	return cfg
+}

@@ -112,6 +112,7 @@ func (c *consumer) runFetch(ctx context.Context, max int) (fetchResult, error) {
 	if err := c.recoverLost(ctx); err != nil {
 		return fetchResult{}, err
 	}
+	c.prune(ctx)
 	c.reading.RLock()
 	defer c.reading.RUnlock()
 	res, err := c.round(ctx, max)

@@ -29,6 +29,8 @@ var (
 	extendSrc string
 	//go:embed lua/close.lua
 	closeSrc string
+	//go:embed lua/prune.lua
+	pruneSrc string
 
 	enqueueScript = script.New("stream/enqueue", enqueueSrc, timers.Lib)
 	fetchScript   = script.New("stream/fetch", fetchSrc, timers.Lib+discards.Lib+libSrc)
@@ -37,6 +39,7 @@ var (
 	discardScript = script.New("stream/discard", discardSrc, discards.Lib+libSrc)
 	extendScript  = script.New("stream/extend", extendSrc)
 	closeScript   = script.New("stream/close", closeSrc)
+	pruneScript   = script.New("stream/prune", pruneSrc)
 )
 
 // Limits that keep every script call short: a script blocks the server

@@ -5,14 +5,14 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/conveyorq/conveyor/internal/redisacl"
 )
 
 // aclCommands are the commands of each driver's least-privilege ACL, with
@@ -51,37 +51,9 @@ var aclCommands = map[string][]string{
 // least-privilege user the server's secrets) and ACL WHOAMI.
 var tolerated = map[string]bool{"command:info": true, "command:config|get": true, "command:acl|whoami": true}
 
-// docACL reads the least-privilege ACL docs/redis-keys.md gives operators
-// (its "ACL SETUSER app reset on >SECRET ..." line), for keys and channels
-// under prefix instead of the default one.
-func docACL(path, prefix string) ([]string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	for line := range strings.Lines(string(b)) {
-		f := strings.Fields(line)
-		if len(f) < 3 || f[0] != "ACL" || f[1] != "SETUSER" {
-			continue
-		}
-		var rules []string
-		for _, r := range f[3:] {
-			switch {
-			case r == "reset" || r == "on" || strings.HasPrefix(r, ">"):
-			case strings.HasPrefix(r, "~conveyor:") || strings.HasPrefix(r, "&conveyor:"):
-				rules = append(rules, r[:1]+prefix+r[len("~conveyor"):])
-			default:
-				rules = append(rules, r)
-			}
-		}
-		return rules, nil
-	}
-	return nil, fmt.Errorf("%s has no ACL SETUSER line", path)
-}
-
 // aclRules is the least-privilege ACL of driver for keys under prefix.
 func aclRules(driver, prefix string) []string {
-	r := []string{"~" + prefix + ":*", "&" + prefix + ":*"}
+	r := redisacl.Patterns(prefix)
 	for _, c := range aclCommands[driver] {
 		r = append(r, "+"+c)
 	}
@@ -124,7 +96,8 @@ func exercise(ctx context.Context, e *env) *verdict {
 }
 
 // aclScenario asks Driver.Check as the ACL user docs/redis-keys.md gives
-// operators and as the least-privilege user of aclCommands: both must pass.
+// operators (redisacl.LeastPrivilege) and as the least-privilege user of
+// aclCommands: both must pass.
 // It runs the ACL load as the least-privilege user, which must work with
 // nothing refused. And it asks Driver.Check as users each missing one
 // permission of it: Check must fail and name what is missing.
@@ -135,7 +108,7 @@ func aclScenario(ctx context.Context, h *harness, driver string) *verdict {
 		return failed("acl", driver, "%v", err)
 	}
 	defer e.close()
-	admin := e.redis.admin()
+	admin := adminClient(e.redis.Addr())
 	defer admin.Close()
 	minimal := aclRules(driver, e.prefix)
 	if len(aclCommands[driver]) == 0 {
@@ -150,13 +123,7 @@ func aclScenario(ctx context.Context, h *harness, driver string) *verdict {
 
 	// The checks first: the documented and the minimal user must pass, each
 	// narrower one fail.
-	var docErr error
-	doc, err := docACL(filepath.Join(h.docs, "redis-keys.md"), e.prefix)
-	if err == nil {
-		docErr = check("chaos-doc", doc)
-	} else {
-		docErr = err
-	}
+	docErr := check("chaos-doc", redisacl.LeastPrivilege(e.prefix))
 	minErr := check("chaos-min", minimal)
 	var passedWithout, unnamed []string
 	refused := 0

@@ -23,6 +23,8 @@ import (
 
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/internal/keys"
+	"github.com/conveyorq/conveyor/internal/redisproc"
+	"github.com/conveyorq/conveyor/internal/tcpproxy"
 )
 
 // load is the shape of one scenario run's work.
@@ -50,7 +52,7 @@ type env struct {
 	name    string
 	driver  string
 	dir     string
-	redis   *redisServer
+	redis   *redisproc.Server
 	admin   *redis.Client // direct, default user: the harness's reads
 	prodTo  string        // where producers connect
 	workTo  string        // where workers connect
@@ -67,12 +69,12 @@ type env struct {
 	facts   []string
 	probs   []string
 	began   time.Time
-	proxies []*proxy
+	proxies []*tcpproxy.Proxy
 }
 
 // newProxy starts a proxy to the run's Redis, closed with the run.
-func (e *env) newProxy() (*proxy, error) {
-	p, err := startProxy(e.redis.Addr())
+func (e *env) newProxy() (*tcpproxy.Proxy, error) {
+	p, err := tcpproxy.Start(e.redis.Addr())
 	if err == nil {
 		e.proxies = append(e.proxies, p)
 	}
@@ -111,16 +113,22 @@ func (h *harness) newEnv(ctx context.Context, name, driver string, l load, serve
 	if err != nil {
 		return nil, err
 	}
-	srv, err := startRedis(ctx, h.redisBin, dir, serverEnv, serverArgs...)
+	srv, err := redisproc.Start(ctx, &redisproc.Config{Bin: h.redisBin, Dir: dir, Args: serverArgs, Env: serverEnv, Keep: h.keep})
 	if err != nil {
 		return nil, err
 	}
 	e := &env{
-		h: h, name: name, driver: driver, dir: dir, redis: srv, admin: srv.admin(),
+		h: h, name: name, driver: driver, dir: dir, redis: srv, admin: adminClient(srv.Addr()),
 		prodTo: srv.Addr(), workTo: srv.Addr(), prefix: "chaos", queue: "q",
 		load: l, rec: newRecorder(), workers: map[int]*workerProc{}, began: began,
 	}
 	return e, nil
+}
+
+// adminClient returns a client for the harness's own reads: direct, never
+// through a proxy, as the default user, without re-sends.
+func adminClient(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 }
 
 // close stops every process the run started and removes its files (kept

@@ -40,7 +40,6 @@ type harness struct {
 	self     string // this binary, re-executed as worker processes
 	redisBin string
 	skewLib  string
-	docs     string // the repository's docs/, for the documented ACL
 	dir      string
 	keep     bool
 	short    bool
@@ -99,9 +98,8 @@ func run() int {
 	flag.IntVar(&runs, "runs", 1, "runs of each scenario on each driver")
 	flag.StringVar(&only, "scenarios", "", "comma-separated scenario names or prefixes (default: all)")
 	flag.StringVar(&drivers, "drivers", "list,stream", "comma-separated drivers")
-	flag.StringVar(&h.redisBin, "redis-server", "redis-server", "redis-server binary")
+	flag.StringVar(&h.redisBin, "redis-server", "", "redis-server binary (default: $CONVEYOR_REDIS_SERVER, else redis-server on PATH)")
 	flag.StringVar(&h.skewLib, "skew-lib", "", "the clock shim (scripts/chaos/skewclock.c built as a shared object); clock-skew fails without it")
-	flag.StringVar(&h.docs, "docs", "docs", "the repository's docs directory (the acl scenario reads the ACL of redis-keys.md)")
 	flag.StringVar(&h.dir, "dir", "", "directory for servers' files and worker logs (default: a new temporary one)")
 	flag.BoolVar(&h.keep, "keep", false, "keep the files of every run (worker logs, Redis logs)")
 	flag.BoolVar(&h.verbose, "v", false, "log each run's steps and their times on stderr")

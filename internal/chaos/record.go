@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/conveyorq/conveyor/broker"
 )
 
@@ -205,4 +207,17 @@ func refusal(err error) bool {
 		return true
 	}
 	return !isConnErr(err)
+}
+
+// isConnErr reports whether err says the connection failed, so that the
+// outcome of the command is unknown (as opposed to a reply from Redis).
+func isConnErr(err error) bool {
+	if err == nil {
+		return false
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		return false
+	}
+	return true
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/conveyorq/conveyor/internal/redisproc"
 )
 
 // baseLoad is the work of every scenario unless it says otherwise: a few
@@ -218,7 +220,7 @@ func proxyCutPause(ctx context.Context, h *harness, driver string) *verdict {
 			e.rec.addFault(fault{kind: "proxy", end: time.Now()})
 		})
 	})
-	v.facts = append(v.facts, fmt.Sprintf("cuts=%d conns_cut=%d pauses=%d", cuts, p.cuts.Load(), pauses))
+	v.facts = append(v.facts, fmt.Sprintf("cuts=%d conns_cut=%d pauses=%d", cuts, p.Cuts(), pauses))
 	return v
 }
 
@@ -257,8 +259,8 @@ func lostReply(ctx context.Context, h *harness, driver string) *verdict {
 		wp.LoseReplies(0)
 		e.rec.addFault(fault{kind: "lost-reply", end: time.Now()})
 	})
-	v.facts = append(v.facts, fmt.Sprintf("lost_replies=%d+%d", pp.drops.Load(), wp.drops.Load()))
-	if pp.drops.Load() == 0 || wp.drops.Load() == 0 {
+	v.facts = append(v.facts, fmt.Sprintf("lost_replies=%d+%d", pp.Lost(), wp.Lost()))
+	if pp.Lost() == 0 || wp.Lost() == 0 {
 		v.problems = append(v.problems, "no reply lost on one path")
 	}
 	return v
@@ -283,8 +285,7 @@ func clockSkew(off time.Duration) func(ctx context.Context, h *harness, driver s
 		// A job late by more than lateBound fails the run: wait no longer
 		// than it takes to see that.
 		l.drainFor = l.maxDelay + lateBound + 3*l.lease + 2*time.Second
-		env := []string{"LD_PRELOAD=" + h.skewLib, "CHAOS_CLOCK_OFFSET_MS=" + strconv.FormatInt(off.Milliseconds(), 10)}
-		e, err := h.newEnv(ctx, name, driver, l, env)
+		e, err := h.newEnv(ctx, name, driver, l, redisproc.SkewEnv(h.skewLib, off))
 		if err != nil {
 			return failed(name, driver, "%v", err)
 		}

@@ -12,21 +12,19 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/conveyorq/conveyor/internal/redisacl"
 )
 
 // LeastPrivilege returns the ACL rules of the least-privilege user that
 // docs/redis-keys.md (section ACL) gives operators, for the drivers' keys
-// and channels under prefix. Tests build users from it, dropping or
-// changing one rule to take one permission away. On a Cluster (see
-// Options) the rules add CLUSTER SLOTS, with which go-redis learns the slot
-// map.
+// and channels under prefix (redisacl.LeastPrivilege). Tests build users
+// from it, dropping or changing one rule to take one permission away. On a
+// Cluster (see Options) the rules add CLUSTER SLOTS, with which go-redis
+// learns the slot map.
 func LeastPrivilege(prefix string) []string {
-	rules := []string{
-		"~" + prefix + ":*", "&" + prefix + ":*",
-		"+@list", "+@sortedset", "+@hash", "+@set", "+@stream", "+@string", "+@pubsub",
-		"+evalsha", "+eval", "+time", "+del", "+exists", "+pexpire", "+pttl", "+ping", "+hello",
-	}
-	if os.Getenv("CONVEYOR_TEST_REDIS_CLUSTER") != "" {
+	rules := redisacl.LeastPrivilege(prefix)
+	if IsCluster() {
 		rules = append(rules, "+cluster|slots")
 	}
 	return rules

@@ -1,18 +1,17 @@
 package redistest
 
 import (
-	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/conveyorq/conveyor/internal/redisproc"
 )
 
 // Server is a redis-server a test started for itself, on a free loopback
@@ -22,7 +21,6 @@ import (
 type Server struct {
 	Addr string
 	Dir  string // the server's working directory, removed with the test
-	cmd  *exec.Cmd
 }
 
 // StartServer starts a redis-server with args added to a memory-only
@@ -42,8 +40,7 @@ func StartServer(t testing.TB, args ...string) *Server {
 // fails t when there is no C compiler.
 func StartSkewedServer(t testing.TB, offset time.Duration, args ...string) *Server {
 	t.Helper()
-	lib := skewLib(t)
-	return startServer(t, []string{"LD_PRELOAD=" + lib, "CHAOS_CLOCK_OFFSET_MS=" + strconv.FormatInt(offset.Milliseconds(), 10)}, args)
+	return startServer(t, redisproc.SkewEnv(skewLib(t), offset), args)
 }
 
 var (
@@ -98,71 +95,16 @@ func repoFile(rel string) (string, error) {
 
 func startServer(t testing.TB, env, args []string) *Server {
 	t.Helper()
-	bin := os.Getenv("CONVEYOR_REDIS_SERVER")
-	if bin == "" {
-		bin = "redis-server"
-	}
-	path, err := exec.LookPath(bin)
+	bin, err := redisproc.Bin()
 	if err != nil {
-		t.Fatalf("this test starts its own redis-server and cannot find %q: install Redis 7+ "+
-			"(`apt-get install redis-server`; `make test` does it when run as root) or set CONVEYOR_REDIS_SERVER", bin)
+		t.Fatalf("this test starts its own redis-server and %v (`make test` installs it when run as root)", err)
 	}
-	var lastErr error
-	for range 5 { // another process may take the free port before the server binds it
-		port, err := freePort()
-		if err != nil {
-			t.Fatalf("free port: %v", err)
-		}
-		dir := t.TempDir()
-		full := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-			"--dir", dir, "--logfile", filepath.Join(dir, "redis.log")}, args...)
-		cmd := exec.Command(path, full...)
-		if env != nil {
-			cmd.Env = append(os.Environ(), env...)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start %s: %v", path, err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Dir: dir, cmd: cmd}
-		if lastErr = s.waitReady(exited); lastErr == nil {
-			t.Cleanup(func() {
-				_ = cmd.Process.Kill()
-				<-exited
-			})
-			return s
-		}
-		_ = cmd.Process.Kill()
-		<-exited
+	proc, err := redisproc.Start(t.Context(), &redisproc.Config{Bin: bin, Dir: t.TempDir(), Args: args, Env: env})
+	if err != nil {
+		t.Fatalf("%s: %v\n(a test's own server needs Redis 7.0 or later; CONVEYOR_REDIS_SERVER names another binary)", bin, err)
 	}
-	t.Fatalf("redis-server did not start: %v", lastErr)
-	return nil
-}
-
-func (s *Server) waitReady(exited <-chan error) error {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := c.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case err := <-exited:
-			log, _ := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
-			return fmt.Errorf("exited (%v): %s", err, log)
-		case <-tick.C:
-		}
-	}
+	t.Cleanup(proc.Kill)
+	return &Server{Addr: proc.Addr(), Dir: proc.Dir()}
 }
 
 // Client returns a client of the server, closed when t ends.
@@ -170,17 +112,4 @@ func (s *Server) Client(t testing.TB) *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: s.Addr})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	addr, ok := l.Addr().(*net.TCPAddr)
-	if !ok {
-		return 0, fmt.Errorf("not a TCP address: %v", l.Addr())
-	}
-	return addr.Port, nil
 }

@@ -39,7 +39,7 @@ var aclCommands = map[string][]string{
 	},
 	"stream": {
 		"ping", "evalsha", "eval", "xadd", "xreadgroup", "xread", "exists", "xgroup|create", "sadd", "subscribe",
-		"time", "del", "xack", "xdel", "xlen", "xpending", "xrange", "xclaim", "xautoclaim", "xgroup|delconsumer",
+		"time", "del", "xack", "xdel", "xlen", "xpending", "xrange", "xclaim", "xautoclaim", "xgroup|delconsumer", "xinfo|consumers",
 		"lpush", "rpop", "lindex", "ltrim", "zadd", "zrem", "zcard", "zrange", "zrangebyscore", "zscore",
 		"hset", "hmget", "hdel", "hincrby", "set", "incrby", "publish",
 		"hget", "get", "llen", "lrange", "lpos", "lset", "lrem", "sscan", "xinfo|groups",

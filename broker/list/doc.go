@@ -40,14 +40,15 @@
 // that does not decode).
 //
 // A delivery's Receipt is short, whatever the payload:
-// "<token>,<len(id)>:<id>", where the Token is "<consumer>.<fetch>.<k>",
-// a random name of the consumer, its count of fetches and the delivery's
-// place in the batch. The receipt is the delivery's member of the lease ZSET
+// "<token>,<len(id)>:<id>", where the Token is "<consumer>.<fetch>", a
+// random name of the consumer (60 hex digits: see lib.lua) and its count of
+// fetches ("<consumer>.<fetch>.<k>", k the place in the batch, when two
+// messages of one fetch share an ID). The receipt is the delivery's member of the lease ZSET
 // and its field in the inflight HASH, which holds the message while it is in
 // flight; every script changes both together, so no message is in flight
 // without a lease. Ack, Retry, Release, Discard and Extend send receipts
-// only (an Extend of a 512 KiB job sends some 200 bytes, not the job), at
-// most 512 per script call, and fencing is exact: a message that was
+// only (an Extend of a 512 KiB job sends a few hundred bytes, not the job),
+// at most 512 per script call, and fencing is exact: a message that was
 // reclaimed and fetched again has another receipt, and a consumer still
 // holding the old delivery finds nothing, gets broker.ErrLeaseLost and
 // changes nothing. The consumer, not Redis, makes the token, so a failover
@@ -56,7 +57,7 @@
 // A fetch whose reply is lost (the connection broke after Redis ran it)
 // leased a batch nobody holds. The consumer knows the token it sent, finds
 // that batch's receipts in the inflight HASH (HSCAN, paid only then) and
-// releases them to the front of ready, in order, with no recovery counted:
+// releases them to the front of ready, with no recovery counted:
 // at once, or before its next fetch (or at Close) while Redis cannot be
 // reached. Only a batch it could not hand back waits for its leases to run
 // out, as after a crash.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/conveyorq/conveyor/broker"
@@ -32,7 +34,7 @@ func (c *consumer) fetchOnce(ctx context.Context, max int) ([]*broker.Delivery, 
 		return nil, 0, err
 	}
 	reply, ok := v.([]any)
-	if !ok || len(reply) < 5 || len(reply)%2 == 0 {
+	if !ok || len(reply) < fetchHead {
 		return nil, 0, fmt.Errorf("fetch.lua replied %T", v)
 	}
 	_, ok1 := reply[0].(int64) // the deadline by the server's clock, for the record
@@ -40,8 +42,9 @@ func (c *consumer) fetchOnce(ctx context.Context, max int) ([]*broker.Delivery, 
 	reclaimed, ok3 := reply[2].(int64)
 	poisoned, ok4 := reply[3].(int64)
 	malformed, ok5 := reply[4].(int64)
-	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 {
-		return nil, 0, fmt.Errorf("fetch.lua replied %T, %T, %T, %T, %T", reply[0], reply[1], reply[2], reply[3], reply[4])
+	placed, ok6 := reply[5].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 {
+		return nil, 0, fmt.Errorf("fetch.lua replied %T, %T, %T, %T, %T, %T", reply[0], reply[1], reply[2], reply[3], reply[4], reply[5])
 	}
 	if reclaimed > 0 {
 		c.d.log.InfoContext(ctx, "list: requeued messages whose lease ran out", "queue", c.queue, "count", reclaimed)
@@ -53,7 +56,7 @@ func (c *consumer) fetchOnce(ctx context.Context, max int) ([]*broker.Delivery, 
 		c.d.log.ErrorContext(ctx, "list: undecodable messages discarded", "queue", c.queue, "count", malformed,
 			"error", codec.ErrMalformed.Error()+": unreadable header")
 	}
-	vals := reply[5:]
+	vals := reply[fetchHead:]
 	if len(vals) == 0 {
 		hint := time.Duration(-1)
 		if hintMs >= 0 {
@@ -62,15 +65,14 @@ func (c *consumer) fetchOnce(ctx context.Context, max int) ([]*broker.Delivery, 
 		return nil, hint, nil
 	}
 	deadline := sent.Add(c.vt.Truncate(time.Millisecond))
-	// One allocation for the batch's deliveries rather than one each.
-	all := make([]broker.Delivery, len(vals)/2)
-	out := make([]*broker.Delivery, 0, len(vals)/2)
-	for i := 0; i+1 < len(vals); i += 2 {
-		r, _ := vals[i].(string)
-		s, _ := vals[i+1].(string)
-		d := &all[i/2]
-		d.Receipt = r
-		d.Token = receiptToken(r)
+	// One allocation for the batch's deliveries rather than one each, and
+	// one for their receipts.
+	all := make([]broker.Delivery, len(vals))
+	receipts(tok, placed == 1, vals, all)
+	out := make([]*broker.Delivery, 0, len(vals))
+	for i, x := range vals {
+		s, _ := x.(string)
+		d := &all[i]
 		if _, err := codec.DecodeString(s, &d.Message); err != nil {
 			c.discardUndecodable(ctx, d, s, err)
 			continue
@@ -83,6 +85,69 @@ func (c *consumer) fetchOnce(ctx context.Context, max int) ([]*broker.Delivery, 
 		return nil, 0, nil // all were discarded: look again at once
 	}
 	return out, 0, nil
+}
+
+// fetchHead is the number of fields of fetch.lua's reply before the leased
+// messages.
+const fetchHead = 6
+
+// receipts sets the Receipt and Token of ds[i], the delivery of the stored
+// message vals[i] leased by the fetch with token tok, as fetch.lua made
+// them: "<tok>,<len(id)>:<id>", or "<tok>.<i+1>,<len(id)>:<id>" when placed.
+// All receipts share one string.
+func receipts(tok string, placed bool, vals []any, ds []broker.Delivery) {
+	var b strings.Builder
+	size := 0
+	for _, x := range vals {
+		s, _ := x.(string)
+		size += len(tok) + 1 + len(idTail(s)) + 6
+	}
+	b.Grow(size)
+	ends := make([]int, len(vals))
+	for i, x := range vals {
+		s, _ := x.(string)
+		b.WriteString(tok)
+		if placed {
+			b.WriteByte('.')
+			b.WriteString(strconv.Itoa(i + 1))
+		}
+		b.WriteByte(',')
+		b.WriteString(idTail(s))
+		ends[i] = b.Len()
+	}
+	all, start := b.String(), 0
+	for i := range ds {
+		r := all[start:ends[i]]
+		start = ends[i]
+		ds[i].Receipt = r
+		ds[i].Token = receiptToken(r)
+	}
+}
+
+// idTail returns the "<len(id)>:<id>" of stored message s as fetch.lua cuts
+// it: after the header's fourth comma, the digits, ':' and as many bytes as
+// they say (fewer where s ends); "" when s has no such header.
+func idTail(s string) string {
+	p := 0
+	for range 4 {
+		i := strings.IndexByte(s[p:], ',')
+		if i < 0 {
+			return ""
+		}
+		p += i + 1
+	}
+	j := p
+	for j < len(s) && '0' <= s[j] && s[j] <= '9' {
+		j++
+	}
+	if j == p || j == len(s) || s[j] != ':' {
+		return ""
+	}
+	end := len(s)
+	if n, err := strconv.Atoi(s[p:j]); err == nil && n <= len(s)-j-1 {
+		end = j + 1 + n
+	}
+	return s[p:end]
 }
 
 // discardUndecodable moves a leased message that fetch.lua could read (its

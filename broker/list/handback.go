@@ -57,7 +57,7 @@ func (l *lostFetches) take() []string {
 // its leases ran out, each counting a recovery, as if a worker had died
 // running it (three such losses and a healthy job is poison). The consumer
 // knows the fetch's token, so it hands that batch back to the front of
-// ready, in order, with no recovery counted: now, or before its next fetch
+// ready with no recovery counted: now, or before its next fetch
 // (or at Close) while Redis cannot be reached.
 func (c *consumer) lostFetch(ctx context.Context, tok string) {
 	c.lost.add(tok)
@@ -88,20 +88,20 @@ func (c *consumer) handBackLost(ctx context.Context) {
 }
 
 // handBack finds the receipts of the fetch with token tok in the inflight
-// HASH (HSCAN ... MATCH "<tok>.*": O(messages in flight) in steps of
-// handBackScan, which only a lost reply pays) and releases them, in the
-// order the fetch leased them, with release.lua: fenced, so a lease that
-// ran out and was reclaimed meanwhile is left alone. It returns how many it
-// handed back.
+// HASH (HSCAN ... MATCH "<tok>[,.]*": O(messages in flight) in steps of
+// handBackScan, which only a lost reply pays) and releases them with
+// release.lua, in the order the fetch leased them when their receipts name
+// their places, else in receipt order (by ID, as a reclaim orders a
+// batch): fenced, so a lease that ran out and was reclaimed meanwhile is
+// left alone. It returns how many it handed back.
 func (c *consumer) handBack(ctx context.Context, tok string) (int, error) {
-	prefix := tok + "."
 	var receipts []string
 	cursor := uint64(0)
 	for step := 0; ; step++ {
 		if step == maxHandBackSteps {
 			return 0, fmt.Errorf("inflight HASH not scanned in %d steps", maxHandBackSteps)
 		}
-		kv, next, err := c.d.client.HScan(ctx, c.k.inflight, cursor, prefix+"*", handBackScan).Result()
+		kv, next, err := c.d.client.HScan(ctx, c.k.inflight, cursor, tok+"[,.]*", handBackScan).Result()
 		if err != nil {
 			return 0, err
 		}
@@ -112,12 +112,16 @@ func (c *consumer) handBack(ctx context.Context, tok string) (int, error) {
 			break
 		}
 	}
-	place := func(r string) int {
-		k, _, _ := strings.Cut(strings.TrimPrefix(r, prefix), ",")
-		n, _ := strconv.Atoi(k)
+	place := func(r string) int { // k of "<tok>.<k>,...", 0 for "<tok>,..."
+		n, _ := strconv.Atoi(strings.TrimPrefix(receiptToken(r)[len(tok):], "."))
 		return n
 	}
-	slices.SortFunc(receipts, func(a, b string) int { return place(a) - place(b) })
+	slices.SortFunc(receipts, func(a, b string) int {
+		if c := place(a) - place(b); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
 	receipts = slices.Compact(receipts) // HSCAN may return a field twice
 	// Each call pushes its part to the front of ready: the first part goes
 	// last.

@@ -152,6 +152,19 @@ func (e *env) expireLeases(queue string) {
 	}
 }
 
+// dropLease ends d's lease as a reclaim does, without handing its message
+// back: its lease ZSET member and its inflight HASH field go together.
+func (e *env) dropLease(queue string, d *broker.Delivery) {
+	e.t.Helper()
+	ctx := context.Background()
+	if n, err := e.c.ZRem(ctx, e.key(queue, "lease"), d.Receipt).Result(); err != nil || n != 1 {
+		e.t.Fatalf("removing the lease of %s: %d, %v", d.ID, n, err)
+	}
+	if n, err := e.c.HDel(ctx, e.key(queue, "inflight"), d.Receipt).Result(); err != nil || n != 1 {
+		e.t.Fatalf("removing the message of %s: %d, %v", d.ID, n, err)
+	}
+}
+
 // deliveries returns the deliveries count in the header of d's stored
 // message, read from the inflight HASH of queue.
 func (e *env) deliveries(queue string, d *broker.Delivery) int {

@@ -14,9 +14,8 @@
 -- Reply: {k, status, ...} for each receipt k that did not settle (status
 -- "LEASE_LOST"); empty when all did.
 
-local oks, lost = take(KEYS[1], 1)
+local oks, _, lost = take(KEYS[1], KEYS[2], 1)
 if #oks > 0 then
-  bulk('HDEL', KEYS[2], oks)
   redis.call('HINCRBY', KEYS[3], 'processed', #oks)
 end
 return lost

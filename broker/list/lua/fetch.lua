@@ -2,9 +2,11 @@
 -- Before popping it hands messages whose lease ran out back to the front of
 -- ready (counting a recovery), or to the discard list when that recovery would reach the
 -- poison cap ARGV[5] (see reclaim in lib.lua), all bounded so that one call
--- stays short. The k-th message leased gets the receipt
--- "<ARGV[7]>.<k>,<len(id)>:<id>" (see lib.lua): a lease ZSET member and an
--- inflight HASH field whose value is the message as popped, unchanged. A
+-- stays short. Each message leased gets the receipt
+-- "<ARGV[7]>,<len(id)>:<id>" (see lib.lua), or, when two messages of the
+-- batch share an ID, "<ARGV[7]>.<k>,<len(id)>:<id>" for the k-th: a lease
+-- ZSET member and an inflight HASH field whose value is the message as
+-- popped, unchanged. A
 -- message with recoveries (its last worker died holding it) is leased alone,
 -- and ends the batch: if it is poison, the messages fetched with it must not
 -- die with it and count a recovery too; the rest go back to the front of
@@ -26,7 +28,9 @@
 -- ARGV[6] max age of discard records, ms (<= 0: no age limit)
 -- ARGV[7] fetch token "<consumer>.<fetch>", new on every call
 -- Reply: {deadline (unix ms), hint (ms), reclaimed, poisoned, malformed,
--- r1, v1, ..., rn, vn}: ri is the receipt of the i-th leased message vi;
+-- placed, v1, ..., vn}: vi are the leased messages, placed is 1 when their
+-- receipts name their places k (IDs shared in the batch), else 0 (the
+-- caller builds each receipt from ARGV[7] and vi as this script does);
 -- reclaimed counts the expired leases this call handed back to ready,
 -- poisoned those it moved to the discard list as poison, malformed the
 -- popped values it moved there because it cannot read their header (with
@@ -41,7 +45,7 @@ local ready, lease, inflight = KEYS[1], KEYS[2], KEYS[3]
 -- (internal/codec's ErrMalformed and what is wrong).
 local MALFORMED = 'conveyor: malformed stored message: unreadable header'
 -- HEAD is the number of fields of the reply before the leased values.
-local HEAD = 5
+local HEAD = 6
 
 -- back_from pushes vs[from], ..., vs[#vs] back to the front of ready, in
 -- order.
@@ -63,22 +67,24 @@ local deadline = now + vt
 -- Scores go to ZADD as strings: Redis formats a Lua number argument with
 -- printf("%.17g"), once per member; this formats it once per call.
 local score = tostring(deadline)
-local token = ARGV[7] .. '.'
-local out = {deadline, -1, reclaimed, poisoned, 0}
+local token = ARGV[7]
+local out = {deadline, -1, reclaimed, poisoned, 0, 0}
 local vs = redis.call('RPOP', ready, max)
 if vs then
-  local zadd, hset, k = {}, {}, 0
+  local zadd, hset = {}, {}
   for i = 1, #vs do
     local v = vs[i]
     -- No rewrite of v: a new string per message is a copy, a hash of all
     -- of its bytes (Redis's Lua) and garbage to collect: 13% of the Redis
     -- instructions per job (callgrind) when fetch bumped deliveries itself.
-    -- The receipt is short: the token and "<len(id)>:<id>".
+    -- The receipt is short: the token and "<len(id)>:<id>", cut from v;
+    -- the place k is left out unless needed (formatting a number costs
+    -- more than the rest of the receipt).
     local rec, pos, idlen = string.match(v, LEASED)
     if not rec then
       discard(dl, now, MALFORMED, v)
       out[5] = out[5] + 1
-    elseif rec ~= '0' and k > 0 then
+    elseif rec ~= '0' and #out > HEAD then
       -- A recovered message (its last worker died holding it) is leased
       -- alone: if it is poison, the jobs fetched with it must not die with
       -- it and be counted as recovered too. It and the rest go back to the
@@ -86,13 +92,11 @@ if vs then
       back_from(vs, i)
       break
     else
-      k = k + 1
-      local r = token .. k .. ',' .. string.sub(v, pos, pos + #idlen + tonumber(idlen))
+      local r = token .. ',' .. string.sub(v, pos, pos + #idlen + tonumber(idlen))
       zadd[#zadd + 1] = score
       zadd[#zadd + 1] = r
       hset[#hset + 1] = r
       hset[#hset + 1] = v
-      out[#out + 1] = r
       out[#out + 1] = v
       if rec ~= '0' then
         back_from(vs, i + 1)
@@ -100,7 +104,27 @@ if vs then
       end
     end
   end
-  bulk('ZADD', lease, zadd)
+  -- ZADD counts the members it added: fewer than the messages leased
+  -- means two share an ID (the token is new, so no member is there
+  -- already), and only then does each receipt name its place: a number
+  -- formatted per message is otherwise paid on every fetch.
+  local added = 0
+  for i = 1, #zadd, CHUNK do
+    added = added + redis.call('ZADD', lease, unpack(zadd, i, math.min(i + CHUNK - 1, #zadd)))
+  end
+  if added < #zadd / 2 then
+    local names = {}
+    for i = 2, #zadd, 2 do
+      names[#names + 1] = zadd[i]
+    end
+    bulk('ZREM', lease, names)
+    for k = 1, #names do
+      local r = token .. '.' .. k .. string.sub(names[k], #token + 1)
+      zadd[2 * k], hset[2 * k - 1] = r, r
+    end
+    bulk('ZADD', lease, zadd)
+    out[6] = 1
+  end
   bulk('HSET', inflight, hset)
 end
 

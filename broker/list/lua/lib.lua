@@ -9,9 +9,11 @@
 -- only, so they run on miniredis (gopher-lua) too.
 --
 -- A delivery is named by its receipt "<token>,<len(id)>:<id>": token is
--- "<consumer>.<fetch>.<k>", the consumer's random name and its count of
--- fetches (both base 36, sent by the consumer with each fetch) and the
--- delivery's place k in that fetch's batch. The consumer makes the token,
+-- "<consumer>.<fetch>", the consumer's random name (60 hex digits, so that
+-- every receipt is over 64 bytes: see randomName in consumer.go) and its
+-- count of fetches in base 36, sent by the consumer with each fetch, or
+-- "<consumer>.<fetch>.<k>", k the delivery's place in the batch, when two
+-- messages of that fetch share an ID. The consumer makes the token,
 -- not Redis, so it is new on every fetch even when a failover made Redis
 -- forget earlier ones. The receipt is the delivery's member of the lease
 -- ZSET and its field in the inflight HASH, whose value is the stored
@@ -158,21 +160,37 @@ local function settle_check(lease, first)
 end
 
 -- take ends the lease of each receipt in ARGV from index first that still
--- holds it (as settle_check tells). One ZREM per member is the check and the
--- removal in one command, with an integer reply: cheaper than ZMSCORE then
--- ZREM, as Redis 7.0 formats every ZMSCORE score with printf. It returns
--- the receipts taken and the reply list {receipt number, 'LEASE_LOST', ...}
--- of the others (a receipt named twice is taken once, then reported lost).
-local function take(lease, first)
-  local oks, lost = {}, {}
+-- holds it (as settle_check tells), and forgets its message in the inflight
+-- HASH. One ZREM of them all is the check when it removes as many members
+-- as there are receipts, the usual case: a batch costs three commands, not
+-- one per receipt. Otherwise each receipt is checked by its own HDEL, as the
+-- inflight HASH holds a field exactly for each lease (the ZREM has ended
+-- the leases of those that held). It returns the receipts taken, their
+-- numbers (1 for ARGV[first]; nil when all were taken) and the reply list {receipt number,
+-- 'LEASE_LOST', ...} of the others (a receipt named twice is taken once,
+-- then reported lost).
+local function take(lease, inflight, first)
+  local rs = {}
   for i = first, #ARGV do
-    local v = ARGV[i]
-    if redis.call('ZREM', lease, v) == 1 then
-      oks[#oks + 1] = v
+    rs[#rs + 1] = ARGV[i]
+  end
+  local removed = 0
+  for i = 1, #rs, CHUNK do
+    removed = removed + redis.call('ZREM', lease, unpack(rs, i, math.min(i + CHUNK - 1, #rs)))
+  end
+  if removed == #rs then
+    bulk('HDEL', inflight, rs)
+    return rs, nil, {}
+  end
+  local oks, okat, lost = {}, {}, {}
+  for i = 1, #rs do
+    if redis.call('HDEL', inflight, rs[i]) == 1 then
+      oks[#oks + 1] = rs[i]
+      okat[#okat + 1] = i
     else
-      lost[#lost + 1] = i - first + 1
+      lost[#lost + 1] = i
       lost[#lost + 1] = 'LEASE_LOST'
     end
   end
-  return oks, lost
+  return oks, okat, lost
 end

@@ -12,16 +12,14 @@
 -- "LEASE_LOST"); empty when all were.
 
 local ready, lease, inflight = KEYS[1], KEYS[2], KEYS[3]
-local oks, lost = take(lease, 1)
-if #oks == 0 then
-  return lost
-end
-local vs = messages(inflight, oks)
-bulk('HDEL', inflight, oks)
+-- The messages are read first: take forgets them. A read, before any
+-- write, is allowed when Redis is full.
+local vs = messages(inflight, ARGV)
+local oks, at, lost = take(lease, inflight, 1)
 -- RPUSH the last first, so the first of the batch is fetched next.
 local back = {}
-for i = #vs, 1, -1 do
-  local v = vs[i]
+for i = #oks, 1, -1 do
+  local v = vs[at and at[i] or i]
   -- every lease has its message, and every message parses, unless written
   -- by hand (see reclaim)
   if v then

@@ -14,7 +14,7 @@
 -- Reply: {k, status, ...} for each receipt k that did not settle (status
 -- "LEASE_LOST"); empty when all did.
 
-local oks, _, lost = take(KEYS[1], KEYS[2], 1)
+local oks, _, lost = take(KEYS[1], KEYS[2])
 if #oks > 0 then
   redis.call('HINCRBY', KEYS[3], 'processed', #oks)
 end

@@ -9,7 +9,7 @@
 --
 -- KEYS[1] <prefix>:{<queue>}:ready     LIST of stored messages
 -- KEYS[2] <prefix>:{<queue>}:delayed   ZSET timer ID (= message ID), score = due time (unix ms)
--- KEYS[3] <prefix>:{<queue>}:lease     ZSET stored message in flight (counted for the cap)
+-- KEYS[3] <prefix>:{<queue>}:lease     ZSET receipt of a delivery in flight (counted for the cap)
 -- KEYS[4] <prefix>:{<queue>}:timers    HASH timer ID -> stored message
 -- KEYS[5...] <prefix>:{<queue>}:unique:<key>  STRING the ID of the message
 --   holding a unique key, with a TTL

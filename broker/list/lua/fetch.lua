@@ -6,11 +6,10 @@
 -- "<ARGV[7]>,<len(id)>:<id>" (see lib.lua), or, when two messages of the
 -- batch share an ID, "<ARGV[7]>.<k>,<len(id)>:<id>" for the k-th: a lease
 -- ZSET member and an inflight HASH field whose value is the message as
--- popped, unchanged. A
--- message with recoveries (its last worker died holding it) is leased alone,
--- and ends the batch: if it is poison, the messages fetched with it must not
--- die with it and count a recovery too; the rest go back to the front of
--- ready, in order.
+-- popped, unchanged. A message with recoveries (its last worker died
+-- holding it) is leased alone, and ends the batch: if it is poison, the
+-- messages fetched with it must not die with it and count a recovery too;
+-- the rest go back to the front of ready, in order.
 --
 -- KEYS[1] <prefix>:{<queue>}:ready         LIST of stored messages; LPUSH in, RPOP out
 -- KEYS[2] <prefix>:{<queue>}:lease         ZSET receipt of a delivery in flight,

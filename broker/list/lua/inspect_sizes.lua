@@ -3,7 +3,7 @@
 -- retention (queue_tail in internal/inspect's lib.lua).
 --
 -- KEYS[1] <prefix>:{<queue>}:ready         LIST of stored messages
--- KEYS[2] <prefix>:{<queue>}:lease         ZSET stored message in flight, score = lease deadline (unix ms)
+-- KEYS[2] <prefix>:{<queue>}:lease         ZSET receipt of a delivery in flight, score = lease deadline (unix ms)
 -- KEYS[3] <prefix>:{<queue>}:delayed       ZSET timer ID, score = due time (unix ms)
 -- KEYS[4] <prefix>:{<queue>}:dead          LIST of discard records, newest first
 -- KEYS[5] <prefix>:{<queue>}:dead_dropped  STRING count of records the count cap trimmed

@@ -159,33 +159,29 @@ local function settle_check(lease, first)
   return oks, lost
 end
 
--- take ends the lease of each receipt in ARGV from index first that still
--- holds it (as settle_check tells), and forgets its message in the inflight
--- HASH. One ZREM of them all is the check when it removes as many members
--- as there are receipts, the usual case: a batch costs three commands, not
--- one per receipt. Otherwise each receipt is checked by its own HDEL, as the
+-- take ends the lease of each receipt in ARGV that still holds it (as
+-- settle_check tells), and forgets its message in the inflight HASH. One
+-- ZREM of them all is the check when it removes as many members as there
+-- are receipts, the usual case: a batch costs three commands, not one per
+-- receipt. Otherwise each receipt is checked by its own HDEL, as the
 -- inflight HASH holds a field exactly for each lease (the ZREM has ended
 -- the leases of those that held). It returns the receipts taken, their
--- numbers (1 for ARGV[first]; nil when all were taken) and the reply list {receipt number,
--- 'LEASE_LOST', ...} of the others (a receipt named twice is taken once,
--- then reported lost).
-local function take(lease, inflight, first)
-  local rs = {}
-  for i = first, #ARGV do
-    rs[#rs + 1] = ARGV[i]
-  end
+-- numbers in ARGV (nil when all were taken) and the reply list {receipt
+-- number, 'LEASE_LOST', ...} of the others (a receipt named twice is taken
+-- once, then reported lost).
+local function take(lease, inflight)
   local removed = 0
-  for i = 1, #rs, CHUNK do
-    removed = removed + redis.call('ZREM', lease, unpack(rs, i, math.min(i + CHUNK - 1, #rs)))
+  for i = 1, #ARGV, CHUNK do
+    removed = removed + redis.call('ZREM', lease, unpack(ARGV, i, math.min(i + CHUNK - 1, #ARGV)))
   end
-  if removed == #rs then
-    bulk('HDEL', inflight, rs)
-    return rs, nil, {}
+  if removed == #ARGV then
+    bulk('HDEL', inflight, ARGV)
+    return ARGV, nil, {}
   end
   local oks, okat, lost = {}, {}, {}
-  for i = 1, #rs do
-    if redis.call('HDEL', inflight, rs[i]) == 1 then
-      oks[#oks + 1] = rs[i]
+  for i = 1, #ARGV do
+    if redis.call('HDEL', inflight, ARGV[i]) == 1 then
+      oks[#oks + 1] = ARGV[i]
       okat[#okat + 1] = i
     else
       lost[#lost + 1] = i

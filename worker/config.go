@@ -36,9 +36,14 @@ type Config struct {
 	// its place, its lease is no longer extended, so the job runs again
 	// elsewhere once the lease runs out (a recovery: a job that hangs its
 	// worker MaxRecoveries times is discarded as poison), and the stuck
-	// goroutine stops when its handler returns. Defaults to 30m; negative:
-	// no timeout (a stuck handler then holds its slot and its lease until
-	// the pool stops).
+	// goroutine stops when its handler returns; abandoning happens within a
+	// HeartbeatInterval of its time. A timeout you set (here or the job's)
+	// is the deadline of the handler's context. Unset, it defaults to
+	// DefaultJobTimeout (30m), which the pool's watchdog enforces within a
+	// HeartbeatInterval without a deadline on the context, sparing each job
+	// a timer: the context is then cancelled with cause
+	// context.DeadlineExceeded. Negative: no timeout (a stuck handler then
+	// holds its slot and its lease until the pool stops).
 	JobTimeout time.Duration
 	// Retry decides what becomes of a job whose handler failed and left it
 	// unsettled: retried later through the queue's delay timers, or
@@ -99,12 +104,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ShutdownGrace == 0 {
 		c.ShutdownGrace = 10 * time.Second
-	}
-	switch {
-	case c.JobTimeout == 0:
-		c.JobTimeout = DefaultJobTimeout
-	case c.JobTimeout < 0:
-		c.JobTimeout = 0 // none
 	}
 	if c.Retry != nil && (c.MaxAttempts != 0 || c.Backoff != nil) {
 		return c, errors.New("worker: set MaxAttempts and Backoff in Retry, not beside it")

@@ -9,15 +9,13 @@ import (
 	"github.com/conveyorq/conveyor/broker"
 )
 
-// heartbeat extends the leases of running jobs every HeartbeatInterval, in
-// batches, until stop is closed. A job whose lease could not be kept (the
+// heartbeat, every HeartbeatInterval until stop is closed, runs the
+// watchdog over the running jobs (see watch) and, on a driver with leases,
+// extends their leases in batches. A job whose lease could not be kept (the
 // driver says it is lost, or its deadline passed while Redis was out of
 // reach) has its context cancelled with cause ErrLeaseLost: another worker
 // may already run it, so this one should stop.
 func (p *Pool) heartbeat(stop <-chan struct{}) {
-	if !p.d.Capabilities().Extend {
-		return
-	}
 	tick := time.NewTicker(p.cfg.HeartbeatInterval)
 	defer tick.Stop()
 	for {
@@ -25,20 +23,23 @@ func (p *Pool) heartbeat(stop <-chan struct{}) {
 		case <-stop:
 			return
 		case <-tick.C:
-			p.extendRunning()
+			p.mu.Lock()
+			tasks := make([]*task, 0, len(p.running))
+			for _, t := range p.running {
+				tasks = append(tasks, t)
+			}
+			p.mu.Unlock()
+			p.watch(tasks)
+			if p.d.Capabilities().Extend {
+				p.extendRunning(tasks)
+			}
 		}
 	}
 }
 
 const extendBatch = 500
 
-func (p *Pool) extendRunning() {
-	p.mu.Lock()
-	tasks := make([]*task, 0, len(p.running))
-	for _, t := range p.running {
-		tasks = append(tasks, t)
-	}
-	p.mu.Unlock()
+func (p *Pool) extendRunning(tasks []*task) {
 	// One Extend call per lease length: jobs with their own visibility
 	// timeout are extended apart from the pool's.
 	byVT := map[time.Duration][]*task{}

@@ -31,6 +31,8 @@ type Pool struct {
 	h   conveyor.Handler
 	cfg Config
 	log *slog.Logger
+	// defaultTimeout is DefaultJobTimeout; tests shorten it.
+	defaultTimeout time.Duration
 
 	started      atomic.Bool
 	shutdown     chan struct{} // closed by Shutdown
@@ -91,6 +93,11 @@ type task struct {
 	lost       bool          // the heartbeat found the lease lost
 	abandoned  bool          // stuck past its timeout: not extended, its worker replaced
 	timeout    time.Duration // the handler's timeout (0: none), for the log
+	// Set before the handler starts, read by the watchdog (see watch):
+	// when the default timeout cancels the handler (zero: the handler's
+	// context has its own deadline, or there is none), and when a handler
+	// that has not returned is abandoned (zero: never).
+	expires, abandonAt time.Time
 }
 
 // NewPool returns a pool that runs h on the jobs of cfg.Queue.
@@ -110,7 +117,7 @@ func NewPool(d broker.Driver, h conveyor.Handler, cfg *Config) (*Pool, error) {
 		h = conveyor.Chain(c.Middleware...)(h)
 	}
 	return &Pool{
-		d: d, h: h, cfg: c, log: c.Logger.With("queue", c.Queue),
+		d: d, h: h, cfg: c, log: c.Logger.With("queue", c.Queue), defaultTimeout: DefaultJobTimeout,
 		shutdown:    make(chan struct{}),
 		stopping:    make(chan struct{}),
 		done:        make(chan struct{}),
@@ -378,6 +385,31 @@ func (p *Pool) work(ctx, handlerCtx context.Context, waiting <-chan *task) {
 	}
 }
 
+// watch is the watchdog's round, every HeartbeatInterval: it cancels the
+// context of each handler past the default timeout (cause
+// context.DeadlineExceeded) and abandons each one still running a
+// VisibilityTimeout past its timeout. Both happen within a heartbeat
+// interval of their time.
+func (p *Pool) watch(tasks []*task) {
+	now := time.Now()
+	for _, t := range tasks {
+		t.mu.Lock()
+		expired := !t.returned && !t.expires.IsZero() && !now.Before(t.expires)
+		stuck := !t.returned && !t.abandonAt.IsZero() && !now.Before(t.abandonAt)
+		cancel := t.cancel
+		if expired {
+			t.expires = time.Time{}
+		}
+		t.mu.Unlock()
+		if expired && cancel != nil {
+			cancel(context.DeadlineExceeded)
+		}
+		if stuck {
+			p.abandon(t)
+		}
+	}
+}
+
 // abandon gives up on t, whose handler has not returned long after its
 // context ended: the heartbeat stops extending its lease, so the job runs
 // again elsewhere once the lease runs out, and a new worker takes the place
@@ -523,17 +555,28 @@ func (p *Pool) run(base context.Context, t *task) {
 	if t.vt != p.cfg.VisibilityTimeout && p.d.Capabilities().Extend {
 		p.extend([]*task{t}, true) // the job's own lease from its start
 	}
+	// A timeout someone set (the job's, the pool's JobTimeout) is the
+	// context's deadline; the default one, which only has to end runaway
+	// handlers, is enforced by the watchdog, sparing every job a timer.
 	var stop context.CancelFunc = func() {}
-	var stuck *time.Timer
-	if timeout := cmp.Or(t.d.Timeout, p.cfg.JobTimeout); timeout > 0 {
+	timeout := cmp.Or(t.d.Timeout, p.cfg.JobTimeout)
+	if timeout > 0 {
 		ctx, stop = context.WithTimeout(ctx, timeout)
+	}
+	if timeout == 0 {
+		timeout = p.defaultTimeout
+	}
+	if timeout > 0 {
+		start := time.Now()
+		t.mu.Lock()
 		t.timeout = timeout
-		stuck = time.AfterFunc(timeout+p.cfg.VisibilityTimeout, func() { p.abandon(t) })
+		if p.cfg.JobTimeout == 0 && t.d.Timeout == 0 {
+			t.expires = start.Add(timeout)
+		}
+		t.abandonAt = start.Add(timeout + p.cfg.VisibilityTimeout)
+		t.mu.Unlock()
 	}
 	err := p.call(ctx, t.job)
-	if stuck != nil {
-		stuck.Stop()
-	}
 	stop()
 	lost := errors.Is(context.Cause(ctx), broker.ErrLeaseLost)
 	cancel(nil)

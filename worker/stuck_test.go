@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -56,6 +57,58 @@ func TestStuckHandlerIsAbandoned(t *testing.T) {
 				}
 			case <-time.After(15 * time.Second):
 				t.Fatal("the stuck job did not come back after its lease ran out")
+			}
+		})
+	}
+}
+
+// Without a timeout set, the default one ends a handler's context, cause
+// context.DeadlineExceeded, without a deadline on the context, and the
+// run is a failure like any other (retried).
+func TestDefaultTimeoutEndsHandler(t *testing.T) {
+	t.Parallel()
+	for i, drv := range durable {
+		t.Run(drv.Name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, i)
+			type run struct {
+				attempt     int
+				hasDeadline bool
+				cause       error
+			}
+			runs := make(chan run, 4)
+			h := conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
+				_, dl := ctx.Deadline()
+				if job.Attempt > 0 {
+					runs <- run{job.Attempt, dl, nil}
+					return nil
+				}
+				<-ctx.Done()
+				runs <- run{job.Attempt, dl, context.Cause(ctx)}
+				return ctx.Err()
+			})
+			p, err := worker.NewPool(e.d, h, &worker.Config{Queue: "q", Concurrency: 1,
+				VisibilityTimeout: 600 * time.Millisecond, Backoff: func(int) time.Duration { return 0 }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			worker.SetDefaultTimeout(p, 300*time.Millisecond)
+			if _, err := e.client.Enqueue(context.Background(), "k", nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			drivertest.Background(t, p.Run)
+			for want := 0; want < 2; want++ {
+				select {
+				case r := <-runs:
+					if r.attempt != want || r.hasDeadline {
+						t.Fatalf("run %+v, want attempt %d and no deadline on the context", r, want)
+					}
+					if want == 0 && !errors.Is(r.cause, context.DeadlineExceeded) {
+						t.Fatalf("first run ended with cause %v, want context.DeadlineExceeded", r.cause)
+					}
+				case <-time.After(15 * time.Second):
+					t.Fatalf("no run %d", want)
+				}
 			}
 		})
 	}

@@ -96,10 +96,10 @@ func (d *Driver) keys(queue string) *queueKeys {
 // queueKeys holds the keys of one queue, and the KEYS list of each script,
 // built once (go-redis copies them into each command).
 type queueKeys struct {
-	ready, lease, inflight, delayed, dead, dropped, expired, stats string
-	timers                                                         timers.Keys
-	discards                                                       discards.Keys
-	promoteTo                                                      timers.Target
+	ready, lease, inflight, reclaimed, delayed, dead, dropped, expired, stats string
+	timers                                                                    timers.Keys
+	discards                                                                  discards.Keys
+	promoteTo                                                                 timers.Target
 
 	enqueue, fetch, ack, retry, release, discard, extend, reap []string
 }
@@ -108,23 +108,24 @@ type queueKeys struct {
 func newQueueKeys(prefix, queue string) *queueKeys {
 	q := keys.Queue(prefix, queue)
 	k := &queueKeys{
-		ready:    q.Part("ready"),
-		lease:    q.Part("lease"),
-		inflight: q.Part("inflight"),
-		stats:    q.Part("stats"),
-		timers:   timers.QueueKeys(prefix, queue),
-		discards: discards.QueueKeys(prefix, queue),
+		ready:     q.Part("ready"),
+		lease:     q.Part("lease"),
+		inflight:  q.Part("inflight"),
+		reclaimed: q.Part("reclaimed"),
+		stats:     q.Part("stats"),
+		timers:    timers.QueueKeys(prefix, queue),
+		discards:  discards.QueueKeys(prefix, queue),
 	}
 	k.dead, k.dropped, k.expired = k.discards.Dead, k.discards.Dropped, k.discards.Expired
 	k.delayed = k.timers.Delayed
 	k.promoteTo = timers.Target{Key: k.ready}
 	k.enqueue = []string{k.ready, k.delayed, k.lease, k.timers.Timers}
-	k.fetch = []string{k.ready, k.lease, k.inflight, k.dead, k.dropped, k.expired}
-	k.ack = []string{k.lease, k.inflight, k.stats}
-	k.retry = []string{k.ready, k.lease, k.inflight, k.delayed, k.timers.Timers, k.stats}
-	k.release = []string{k.ready, k.lease, k.inflight}
-	k.discard = []string{k.lease, k.inflight, k.dead, k.dropped, k.expired, k.stats}
+	k.fetch = []string{k.ready, k.lease, k.inflight, k.dead, k.dropped, k.expired, k.reclaimed}
+	k.ack = []string{k.lease, k.inflight, k.stats, k.reclaimed}
+	k.retry = []string{k.ready, k.lease, k.inflight, k.delayed, k.timers.Timers, k.stats, k.reclaimed}
+	k.release = []string{k.ready, k.lease, k.inflight, k.reclaimed}
+	k.discard = []string{k.lease, k.inflight, k.dead, k.dropped, k.expired, k.stats, k.reclaimed}
 	k.extend = []string{k.lease}
-	k.reap = []string{k.ready, k.lease, k.inflight, k.dead, k.dropped, k.expired}
+	k.reap = []string{k.ready, k.lease, k.inflight, k.dead, k.dropped, k.expired, k.reclaimed}
 	return k
 }

@@ -14,6 +14,13 @@ import (
 	"github.com/conveyorq/conveyor/internal/timers"
 )
 
+// A settle (ack, retry, postpone, release, discard) whose earlier settle of
+// the same delivery got no answer (the reply was lost, or came after the
+// call's deadline) is reported as landed when the delivery's lease is gone
+// and no reclaim took it, whenever it is tried again; when a reclaim took
+// it, it fails with broker.ErrLeaseLost (see settleStatus). Without such a
+// doubt, a settle of a settled delivery fails with broker.ErrLeaseLost.
+
 // Ack settles deliveries as done and removes them from Redis, in one script
 // call. A delivery whose lease was reclaimed fails with
 // broker.ErrLeaseLost; the others are acked all the same.
@@ -80,6 +87,25 @@ func (c *consumer) Discard(ctx context.Context, d *broker.Delivery, reason strin
 	return c.settleOne(ctx, "discard", discardScript, c.k.discard, d, reason, c.d.cfg.DiscardMax, c.d.Keeper.Retention.AgeArg())
 }
 
+// settleStatus maps a settle script's status to its error, and to the
+// deadline before which script.Doubts reports a lost lease as landed when
+// an earlier settle of the delivery got no answer: the scripts tell the two
+// ways a lease can be gone apart, where LeaseDeadline cannot (a reclaim
+// runs after it; a settle may land before it and be tried again after).
+//
+// "GONE" is a lease no reclaim took (see lost_status in lib.lua): a settle
+// ended it, so a doubted settle landed, whenever it is tried again; the
+// deadline never passes. "LEASE_LOST" is a lease a reclaim took (or a
+// token that is not the receipt's): no earlier settle ended it, so it is
+// ErrLeaseLost, before LeaseDeadline too; the deadline has passed. Without
+// a doubt both are ErrLeaseLost.
+func settleStatus(status string) (time.Time, error) {
+	if status == "GONE" {
+		return time.Unix(1<<62, 0), broker.ErrLeaseLost
+	}
+	return time.Time{}, script.Status(status)
+}
+
 // checkDelivery reports why d cannot be settled by this consumer, if it
 // cannot.
 func (c *consumer) checkDelivery(d *broker.Delivery) error {
@@ -119,12 +145,13 @@ func (c *consumer) settleOne(ctx context.Context, op string, s *script.Script, k
 	args = append(args, d.Receipt, d.Token)
 	args = append(args, extra...)
 	v, err := s.Run(ctx, c.d.client, keys, args...)
+	var deadline time.Time
 	if err == nil {
 		status, _ := v.(string)
-		err = script.Status(status)
+		deadline, err = settleStatus(status)
 	}
 	c.doubts.Note(d.Receipt, err)
-	if err = c.doubts.Resolve(d.Receipt, d.LeaseDeadline, err); err != nil {
+	if err = c.doubts.Resolve(d.Receipt, deadline, err); err != nil {
 		return &broker.DeliveryError{Delivery: d, Err: fmt.Errorf("list: %s: %w", op, err)}
 	}
 	return nil
@@ -219,7 +246,8 @@ func (c *consumer) settleCall(ctx context.Context, s *script.Script, keys []stri
 			return lead, fmt.Errorf("reply names receipt %d of %d", k, len(sent))
 		}
 		d := sent[k-1]
-		if err := c.doubts.Resolve(d.Receipt, d.LeaseDeadline, script.Status(status)); err != nil {
+		deadline, err := settleStatus(status)
+		if err = c.doubts.Resolve(d.Receipt, deadline, err); err != nil {
 			fail(d, err)
 		}
 	}

@@ -33,6 +33,9 @@ var aclCommands = map[string][]string{
 		// release, discard, reap, the timer and discard-list scripts).
 		"time", "llen", "rpop", "rpush", "lindex", "ltrim", "zadd", "zrem", "zcard", "zrange",
 		"zrangebyscore", "zscore", "zmscore", "hset", "hmget", "hdel", "hincrby", "set", "incrby", "publish",
+		// The record of reclaimed receipts (fetch and reap trim it and let
+		// it expire).
+		"zremrangebyscore", "zremrangebyrank", "pexpire",
 		// Discard re-drive and purge, the Inspector, unique keys' and
 		// cron's reads.
 		"hget", "get", "lrange", "lpos", "lset", "lrem", "sscan",

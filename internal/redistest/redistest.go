@@ -119,16 +119,26 @@ func Keys(t testing.TB, c redis.UniversalClient, prefix string) []string {
 	return out
 }
 
-// Bookkeeping reports whether key is one of the two kinds of key that stay
+// Bookkeeping reports whether key is one of the kinds of key that stay
 // when every queue under prefix is drained (docs/redis-keys.md): the queue
-// registry <prefix>:queues and a queue's cumulative counters
-// <prefix>:{<queue>}:stats.
+// registry <prefix>:queues, a queue's cumulative counters
+// <prefix>:{<queue>}:stats and the list driver's record of reclaimed
+// receipts <prefix>:{<queue>}:reclaimed (it expires an hour after the last
+// reclaim).
 func Bookkeeping(prefix, key string) bool {
 	if key == prefix+":queues" {
 		return true
 	}
 	rest, ok := strings.CutPrefix(key, prefix+":{")
-	return ok && strings.HasSuffix(rest, "}:stats") && !strings.Contains(strings.TrimSuffix(rest, "}:stats"), "}")
+	if !ok {
+		return false
+	}
+	for _, part := range []string{"}:stats", "}:reclaimed"} {
+		if q, ok := strings.CutSuffix(rest, part); ok && !strings.Contains(q, "}") {
+			return true
+		}
+	}
+	return false
 }
 
 // AllKeys lists every key under prefix, on every master of a cluster.

@@ -11,17 +11,23 @@
 -- KEYS[4] <prefix>:{<queue>}:dead_dropped  STRING count of records the count cap trimmed
 -- KEYS[5] <prefix>:{<queue>}:dead_expired  STRING count of records the age limit trimmed
 -- KEYS[6] <prefix>:{<queue>}:stats         HASH processed, failed: cumulative counters
+-- KEYS[7] <prefix>:{<queue>}:reclaimed     ZSET receipt of a lease a reclaim took, score = when (unix ms); see lib.lua
 -- ARGV[1] the delivery's receipt
 -- ARGV[2] its token (the receipt up to the first ',')
 -- ARGV[3] reason
 -- ARGV[4] max discard records kept, >= 1
 -- ARGV[5] max age of discard records, ms (<= 0: no age limit)
--- Reply: "OK" or "LEASE_LOST".
+-- Reply: "OK"; "LEASE_LOST" (a reclaim took the lease, or the token is not
+-- the receipt's) or "GONE" (no reclaim did: a settle ended it), as for
+-- ack.lua.
 
 local r = ARGV[1]
--- ZREM is the lease check: it removes the member only if it is still there.
-if string.sub(r, 1, #ARGV[2] + 1) ~= ARGV[2] .. ',' or redis.call('ZREM', KEYS[1], r) == 0 then
+if string.sub(r, 1, #ARGV[2] + 1) ~= ARGV[2] .. ',' then
   return 'LEASE_LOST'
+end
+-- ZREM is the lease check: it removes the member only if it is still there.
+if redis.call('ZREM', KEYS[1], r) == 0 then
+  return lost_status(KEYS[7], r)
 end
 local v = redis.call('HGET', KEYS[2], r)
 if not v then

@@ -10,16 +10,9 @@
 local lease = KEYS[1]
 local deadline = now_ms() + tonumber(ARGV[1])
 local oks, lost = settle_check(lease, 2)
--- The score as a string, formatted once (see fetch.lua).
-local score = tostring(deadline)
-local zadd = {}
-for i = 1, #oks do
-  zadd[#zadd + 1] = score
-  zadd[#zadd + 1] = oks[i]
-end
 -- XX: only existing members move; settle_check just saw them all, so this
 -- only states that an extension never creates a lease.
-bulk('ZADD', lease, zadd, 'XX')
+bulk('ZADD', lease, scored(deadline, oks), 'XX')
 local out = {deadline}
 for i = 1, #lost do
   out[#out + 1] = lost[i]

@@ -18,6 +18,8 @@
 -- KEYS[4] <prefix>:{<queue>}:dead          LIST of discard records
 -- KEYS[5] <prefix>:{<queue>}:dead_dropped  STRING count of records the discard count cap trimmed
 -- KEYS[6] <prefix>:{<queue>}:dead_expired  STRING count of records the discard age limit trimmed
+-- KEYS[7] <prefix>:{<queue>}:reclaimed     ZSET receipt of a lease a reclaim took, score = when
+--                                          (unix ms); written only when a lease is reclaimed
 -- ARGV[1] max messages to lease, >= 1
 -- ARGV[2] visibility timeout, ms
 -- ARGV[3] max expired leases to reclaim
@@ -60,7 +62,7 @@ local max, vt = tonumber(ARGV[1]), tonumber(ARGV[2])
 local now = now_ms()
 
 local dl = discard_list(KEYS[4], KEYS[5], KEYS[6], ARGV[4], ARGV[6])
-local reclaimed, poisoned = reclaim(ready, lease, inflight, dl, tonumber(ARGV[5]), now, tonumber(ARGV[3]))
+local reclaimed, poisoned = reclaim(ready, lease, inflight, KEYS[7], dl, tonumber(ARGV[5]), now, tonumber(ARGV[3]))
 
 local deadline = now + vt
 -- Scores go to ZADD as strings: Redis formats a Lua number argument with

@@ -47,6 +47,20 @@ local function build(d, a, r, tail)
   return '1,' .. d .. ',' .. a .. ',' .. r .. ',' .. tail
 end
 
+-- scored returns the ZADD arguments {score, ms[1], score, ms[2], ...}
+-- that give each member of the list ms the score score. The score goes as a
+-- string, formatted once: Redis formats a Lua number argument with
+-- printf("%.17g"), once per member.
+local function scored(score, ms)
+  local t = tostring(score)
+  local a = {}
+  for i = 1, #ms do
+    a[#a + 1] = t
+    a[#a + 1] = ms[i]
+  end
+  return a
+end
+
 -- discard keeps v in the discard list dl (discard_list in internal/discards'
 -- lib.lua) as a record "d1,<unix ms>,<len(reason)>:<reason><v>"
 -- (internal/codec), then enforces its retention by age and by count,
@@ -74,6 +88,40 @@ local function messages(inflight, rs)
   return vs
 end
 
+-- The record of reclaimed receipts, a ZSET receipt -> reclaim time (unix
+-- ms), keeps each for RECLAIMED_AGE ms, at most RECLAIMED_MAX of them:
+-- long past the retries of a settle whose reply was lost (the worker pool
+-- gives up on an ack within a minute), and small.
+local RECLAIMED_AGE = 3600000
+local RECLAIMED_MAX = 10000
+
+-- remember_reclaimed adds the receipts rs (a list) to the record rec, as
+-- taken back at now (ms), then trims the record by age and by count, and
+-- lets the key expire RECLAIMED_AGE after its last reclaim. Only a
+-- reclaim that took something pays for it.
+local function remember_reclaimed(rec, now, rs)
+  bulk('ZADD', rec, scored(now, rs))
+  redis.call('ZREMRANGEBYSCORE', rec, '-inf', now - RECLAIMED_AGE)
+  local n = redis.call('ZCARD', rec)
+  if n > RECLAIMED_MAX then
+    redis.call('ZREMRANGEBYRANK', rec, 0, n - RECLAIMED_MAX - 1)
+  end
+  redis.call('PEXPIRE', rec, RECLAIMED_AGE)
+end
+
+-- lost_status is the status of a settle of receipt r whose lease is gone:
+-- 'LEASE_LOST' when a reclaim took it (the record rec holds it: the lease
+-- ran out before any settle ended it), else 'GONE': a settle ended it (an
+-- earlier one, whose reply the caller may have lost), or it never was (a
+-- receipt a failover made Redis forget, or the record forgot, past its
+-- bounds). Paid only when a lease is gone.
+local function lost_status(rec, r)
+  if redis.call('ZSCORE', rec, r) then
+    return 'LEASE_LOST'
+  end
+  return 'GONE'
+end
+
 -- reclaim takes up to limit leases that ran out by now off the lease ZSET
 -- and their messages off the inflight HASH, earliest deadline first,
 -- counting a recovery on each. A crash recovery is not a handler failure:
@@ -85,10 +133,14 @@ end
 -- deliveries kept at its last delivery's count as discard.lua keeps it. The
 -- others go back to the FRONT of ready, deliveries+1 for the next delivery.
 --
+-- The receipts taken go into the record rec (see remember_reclaimed), so
+-- that a settle that finds its lease gone can tell a reclaim from an
+-- earlier settle (lost_status).
+--
 -- It returns how many went back to ready and how many were discarded. The
 -- lease ZSET is read and changed in this one script, so two reapers running
 -- at once can never move one message twice.
-local function reclaim(ready, lease, inflight, dl, maxrec, now, limit)
+local function reclaim(ready, lease, inflight, rec, dl, maxrec, now, limit)
   local rs = redis.call('ZRANGEBYSCORE', lease, '-inf', now, 'LIMIT', 0, limit)
   if #rs == 0 then
     return 0, 0
@@ -96,6 +148,7 @@ local function reclaim(ready, lease, inflight, dl, maxrec, now, limit)
   local vs = messages(inflight, rs)
   bulk('ZREM', lease, rs)
   bulk('HDEL', inflight, rs)
+  remember_reclaimed(rec, now, rs)
   local back, poisoned = {}, 0
   for i = 1, #vs do
     local v = vs[i]
@@ -165,11 +218,12 @@ end
 -- are receipts, the usual case: a batch costs three commands, not one per
 -- receipt. Otherwise each receipt is checked by its own HDEL, as the
 -- inflight HASH holds a field exactly for each lease (the ZREM has ended
--- the leases of those that held). It returns the receipts taken, their
--- numbers in ARGV (nil when all were taken) and the reply list {receipt
--- number, 'LEASE_LOST', ...} of the others (a receipt named twice is taken
--- once, then reported lost).
-local function take(lease, inflight)
+-- the leases of those that held), and each that did not hold by the
+-- record rec (lost_status). It returns the receipts taken, their numbers
+-- in ARGV (nil when all were taken) and the reply list {receipt number,
+-- status, ...} of the others, status 'LEASE_LOST' or 'GONE' (a receipt
+-- named twice is taken once, then reported gone).
+local function take(lease, inflight, rec)
   local removed = 0
   for i = 1, #ARGV, CHUNK do
     removed = removed + redis.call('ZREM', lease, unpack(ARGV, i, math.min(i + CHUNK - 1, #ARGV)))
@@ -185,7 +239,7 @@ local function take(lease, inflight)
       okat[#okat + 1] = i
     else
       lost[#lost + 1] = i
-      lost[#lost + 1] = 'LEASE_LOST'
+      lost[#lost + 1] = lost_status(rec, ARGV[i])
     end
   end
   return oks, okat, lost

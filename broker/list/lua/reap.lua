@@ -11,6 +11,7 @@
 -- KEYS[4] <prefix>:{<queue>}:dead          LIST of discard records, newest first
 -- KEYS[5] <prefix>:{<queue>}:dead_dropped  STRING count of records the discard count cap trimmed
 -- KEYS[6] <prefix>:{<queue>}:dead_expired  STRING count of records the discard age limit trimmed
+-- KEYS[7] <prefix>:{<queue>}:reclaimed     ZSET receipt of a lease a reclaim took, score = when (unix ms); see lib.lua
 -- ARGV[1] max expired leases to take, >= 1
 -- ARGV[2] poison cap: the recovery count at which an expired lease's message
 --         is discarded instead of requeued; <= 0 turns the cap off
@@ -20,7 +21,7 @@
 -- the discard list; together they are the expired leases taken (but any
 -- whose message was deleted by hand).
 
-local requeued, poisoned = reclaim(KEYS[1], KEYS[2], KEYS[3],
+local requeued, poisoned = reclaim(KEYS[1], KEYS[2], KEYS[3], KEYS[7],
   discard_list(KEYS[4], KEYS[5], KEYS[6], ARGV[3], ARGV[4]),
   tonumber(ARGV[2]), now_ms(), tonumber(ARGV[1]))
 return {requeued, poisoned}

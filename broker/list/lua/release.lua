@@ -7,15 +7,16 @@
 -- KEYS[1] <prefix>:{<queue>}:ready     LIST of stored messages
 -- KEYS[2] <prefix>:{<queue>}:lease     ZSET receipt of a delivery in flight, score = lease deadline (unix ms)
 -- KEYS[3] <prefix>:{<queue>}:inflight  HASH receipt -> stored message
+-- KEYS[4] <prefix>:{<queue>}:reclaimed ZSET receipt of a lease a reclaim took, score = when (unix ms); see lib.lua
 -- ARGV[k] for k >= 1: the receipt of delivery k
 -- Reply: {k, status, ...} for each receipt k that was not released (status
--- "LEASE_LOST"); empty when all were.
+-- "LEASE_LOST" or "GONE", as for ack.lua); empty when all were.
 
 local ready, lease, inflight = KEYS[1], KEYS[2], KEYS[3]
 -- The messages are read first: take forgets them. A read, before any
 -- write, is allowed when Redis is full.
 local vs = messages(inflight, ARGV)
-local oks, at, lost = take(lease, inflight)
+local oks, at, lost = take(lease, inflight, KEYS[4])
 -- RPUSH the last first, so the first of the batch is fetched next.
 local back = {}
 for i = #oks, 1, -1 do

@@ -14,11 +14,14 @@
 -- KEYS[4] <prefix>:{<queue>}:delayed   ZSET timer ID, score = due time (unix ms)
 -- KEYS[5] <prefix>:{<queue>}:timers    HASH timer ID -> stored message
 -- KEYS[6] <prefix>:{<queue>}:stats     HASH processed, failed: cumulative counters
+-- KEYS[7] <prefix>:{<queue>}:reclaimed ZSET receipt of a lease a reclaim took, score = when (unix ms); see lib.lua
 -- ARGV[1] the delivery's receipt
 -- ARGV[2] its token (the receipt up to the first ',')
 -- ARGV[3] the wait until it is due, ms from the server's now (0: now)
 -- ARGV[4] attempt increment: 1 (retry) or 0 (postpone)
--- Reply: "OK" or "LEASE_LOST".
+-- Reply: "OK"; "LEASE_LOST" (a reclaim took the lease, or the token is not
+-- the receipt's) or "GONE" (no reclaim did: a settle ended it), as for
+-- ack.lua.
 
 local ready, lease, inflight, delayed = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local r, wait = ARGV[1], tonumber(ARGV[3])
@@ -38,7 +41,13 @@ end
 if tid then
   timer_wake(delayed, timer_head(delayed), at) -- before the first write (see timer_wake)
 end
--- ZREM is the lease check: it removes the member only if it is still there.
+-- Every lease has its message (lib.lua): no message, no lease.
+if not v then
+  return lost_status(KEYS[7], r)
+end
+-- ZREM is the lease check: it removes the member only if it is still there
+-- (a message without its lease, or one that does not parse, was written by
+-- hand).
 if not d or redis.call('ZREM', lease, r) == 0 then
   return 'LEASE_LOST'
 end

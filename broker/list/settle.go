@@ -87,23 +87,22 @@ func (c *consumer) Discard(ctx context.Context, d *broker.Delivery, reason strin
 	return c.settleOne(ctx, "discard", discardScript, c.k.discard, d, reason, c.d.cfg.DiscardMax, c.d.Keeper.Retention.AgeArg())
 }
 
-// settleStatus maps a settle script's status to its error, and to the
-// deadline before which script.Doubts reports a lost lease as landed when
-// an earlier settle of the delivery got no answer: the scripts tell the two
-// ways a lease can be gone apart, where LeaseDeadline cannot (a reclaim
-// runs after it; a settle may land before it and be tried again after).
+// settleStatus maps a settle script's status to its error, and reports
+// whether the lease was gone without a reclaim taking it, which
+// script.Doubts needs: the scripts tell the two ways a lease can be gone
+// apart, where LeaseDeadline cannot (a reclaim runs after it; a settle may
+// land before it and be tried again after).
 //
 // "GONE" is a lease no reclaim took (see lost_status in lib.lua): a settle
-// ended it, so a doubted settle landed, whenever it is tried again; the
-// deadline never passes. "LEASE_LOST" is a lease a reclaim took (or a
-// token that is not the receipt's): no earlier settle ended it, so it is
-// ErrLeaseLost, before LeaseDeadline too; the deadline has passed. Without
-// a doubt both are ErrLeaseLost.
-func settleStatus(status string) (time.Time, error) {
+// ended it, so a doubted settle landed, whenever it is tried again.
+// "LEASE_LOST" is a lease a reclaim took (or a token that is not the
+// receipt's): no earlier settle ended it, so it is ErrLeaseLost, before
+// LeaseDeadline too. Without a doubt both are ErrLeaseLost.
+func settleStatus(status string) (gone bool, err error) {
 	if status == "GONE" {
-		return time.Unix(1<<62, 0), broker.ErrLeaseLost
+		return true, broker.ErrLeaseLost
 	}
-	return time.Time{}, script.Status(status)
+	return false, script.Status(status)
 }
 
 // checkDelivery reports why d cannot be settled by this consumer, if it
@@ -145,13 +144,13 @@ func (c *consumer) settleOne(ctx context.Context, op string, s *script.Script, k
 	args = append(args, d.Receipt, d.Token)
 	args = append(args, extra...)
 	v, err := s.Run(ctx, c.d.client, keys, args...)
-	var deadline time.Time
+	var gone bool
 	if err == nil {
 		status, _ := v.(string)
-		deadline, err = settleStatus(status)
+		gone, err = settleStatus(status)
 	}
 	c.doubts.Note(d.Receipt, err)
-	if err = c.doubts.Resolve(d.Receipt, deadline, err); err != nil {
+	if err = c.doubts.Resolve(d.Receipt, gone, err); err != nil {
 		return &broker.DeliveryError{Delivery: d, Err: fmt.Errorf("list: %s: %w", op, err)}
 	}
 	return nil
@@ -246,8 +245,8 @@ func (c *consumer) settleCall(ctx context.Context, s *script.Script, keys []stri
 			return lead, fmt.Errorf("reply names receipt %d of %d", k, len(sent))
 		}
 		d := sent[k-1]
-		deadline, err := settleStatus(status)
-		if err = c.doubts.Resolve(d.Receipt, deadline, err); err != nil {
+		gone, err := settleStatus(status)
+		if err = c.doubts.Resolve(d.Receipt, gone, err); err != nil {
 			fail(d, err)
 		}
 	}

@@ -25,9 +25,13 @@ import (
 // the same delivery got no answer (the reply was lost, or came after the
 // call's deadline) is reported as landed when the delivery's entry is in
 // neither the group's pending list nor the stream, whenever it is tried
-// again: the entry was settled and no consumer holds it (see
-// doubtDeadline). Without such a doubt, a settle of a settled delivery
-// fails with broker.ErrLeaseLost.
+// again: the entry was settled and no consumer holds it, by the earlier
+// settle or, if its lease ran out first, by a consumer that took it over
+// and settled it itself (a job acked by someone is acked). An entry still
+// pending for another consumer or with another delivery count, or still in
+// the stream, was not settled by the earlier call: its lease is lost, also
+// before LeaseDeadline. Without such a doubt, a settle of a settled
+// delivery fails with broker.ErrLeaseLost.
 
 // Ack settles deliveries as done: their entries are acknowledged and deleted.
 func (c *consumer) Ack(ctx context.Context, ds ...*broker.Delivery) error {
@@ -143,7 +147,7 @@ func (c *consumer) batch(ctx context.Context, op string, s *script.Script, keys 
 			}
 			if op != "extend" { // extend keeps the lease: nothing to doubt
 				c.doubts.Note(d.Receipt, e)
-				e = c.doubts.Resolve(d.Receipt, doubtDeadline(gone), e)
+				e = c.doubts.Resolve(d.Receipt, gone, e)
 			}
 			if op != "extend" && (e == nil || errors.Is(e, broker.ErrLeaseLost)) {
 				settled = append(settled, d.Receipt)
@@ -157,26 +161,6 @@ func (c *consumer) batch(ctx context.Context, op string, s *script.Script, keys 
 		c.unhold(settled)
 	}
 	return errs.ErrorOrNil()
-}
-
-// doubtDeadline returns the deadline before which a settle that finds its
-// lease gone is reported as landed when an earlier settle of the delivery
-// got no answer (script.Doubts): the stream's scripts tell that case
-// apart, where the deadline alone cannot.
-//
-// An entry in neither the group's pending list nor the stream (gone) was
-// settled, and no consumer holds it: by the earlier settle, or, if its lease
-// ran out first, by a consumer that took it over and settled it itself (a
-// job acked by someone is acked). Either way the caller's settle is
-// reported as landed, whenever it comes: the deadline never passes. An
-// entry still pending for another consumer or with another delivery count,
-// or still in the stream, was not settled by the earlier call: its lease
-// is lost, also before LeaseDeadline, so the deadline has always passed.
-func doubtDeadline(gone bool) time.Time {
-	if gone {
-		return time.Unix(1<<62, 0) // never passes
-	}
-	return time.Time{}
 }
 
 // fixed returns a batch head that is the same for every call.

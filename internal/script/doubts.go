@@ -3,7 +3,6 @@ package script
 import (
 	"errors"
 	"sync"
-	"time"
 
 	"github.com/conveyorq/conveyor/broker"
 )
@@ -11,12 +10,11 @@ import (
 // Doubts remembers the deliveries a settle (ack, retry, discard, release)
 // was sent for without an answer: the connection broke or the deadline
 // passed after the script may have run. When a later settle of such a
-// delivery finds its lease gone before the delivery's LeaseDeadline, the
-// earlier settle is what ended it: nobody else can end a lease before it
-// runs out (reclaiming waits for the server's deadline, which is never
-// before LeaseDeadline), so the settle is reported as landed, not as a
-// lost lease. After LeaseDeadline the lease may have been reclaimed, and
-// ErrLeaseLost stands. The zero value is ready to use.
+// delivery finds its lease gone, and the driver's scripts can tell that no
+// one took the lease over (it was settled, not reclaimed: the script
+// replies "gone" rather than "lease lost"), the earlier settle is what
+// ended it, and the later one is reported as landed. A lease taken over
+// stays ErrLeaseLost. The zero value is ready to use.
 type Doubts struct {
 	mu sync.Mutex
 	m  map[string]struct{}
@@ -40,11 +38,12 @@ func (d *Doubts) Note(receipt string, err error) {
 	d.mu.Unlock()
 }
 
-// Resolve turns err, the outcome of a settle of the delivery with receipt
-// and deadline, into nil when err is ErrLeaseLost, an earlier settle of it
-// was sent without an answer and deadline has not passed: that earlier
-// settle landed. Any answer from Redis resolves the doubt.
-func (d *Doubts) Resolve(receipt string, deadline time.Time, err error) error {
+// Resolve turns err, the outcome of a settle of the delivery with receipt,
+// into nil when err is ErrLeaseLost, the script found the lease gone
+// without anyone taking it over (gone), and an earlier settle of the
+// delivery was sent without an answer: that earlier settle landed. Any
+// answer from Redis resolves the doubt.
+func (d *Doubts) Resolve(receipt string, gone bool, err error) error {
 	if err == nil || Unsure(err) {
 		// A doubt left behind by a settle that now landed is harmless: the
 		// delivery is settled, and the map is bounded.
@@ -56,7 +55,7 @@ func (d *Doubts) Resolve(receipt string, deadline time.Time, err error) error {
 		delete(d.m, receipt)
 	}
 	d.mu.Unlock()
-	if doubted && errors.Is(err, broker.ErrLeaseLost) && time.Now().Before(deadline) {
+	if doubted && gone && errors.Is(err, broker.ErrLeaseLost) {
 		return nil
 	}
 	return err

@@ -20,8 +20,8 @@ func (d *Driver) Check(ctx context.Context) error {
 }
 
 // needs are the commands the list driver sends (see redischeck.Durable),
-// with those of its ready LIST, lease ZSET and record of reclaimed receipts;
-// check_test.go holds them to the scripts' text.
+// with those of its ready LIST, lease ZSET, inflight HASH and record of
+// reclaimed receipts; check_test.go holds them to the scripts' text.
 func needs(prefix string) []redischeck.Need {
 	k := newQueueKeys(prefix, redischeck.ProbeQueue)
 	key := redischeck.Key
@@ -39,6 +39,11 @@ func needs(prefix string) []redischeck.Need {
 		key(k.lease, "ZRANGE", k.lease, "0", "0"),
 		key(k.lease, "ZRANGEBYSCORE", k.lease, "0", "0"),
 		key(k.lease, "ZCARD", k.lease),
+		key(k.inflight, "HSET", k.inflight, "f", "v"),
+		key(k.inflight, "HGET", k.inflight, "f"),
+		key(k.inflight, "HMGET", k.inflight, "f"),
+		key(k.inflight, "HDEL", k.inflight, "f"),
+		key(k.inflight, "HSCAN", k.inflight, "0"), // a lost fetch's hand-back
 		key(k.reclaimed, "ZADD", k.reclaimed, "0", "m"),
 		key(k.reclaimed, "ZREMRANGEBYSCORE", k.reclaimed, "0", "0"),
 		key(k.reclaimed, "ZREMRANGEBYRANK", k.reclaimed, "0", "0"),

@@ -36,6 +36,8 @@ var aclCommands = map[string][]string{
 		// The record of reclaimed receipts (fetch and reap trim it and let
 		// it expire).
 		"zremrangebyscore", "zremrangebyrank", "pexpire",
+		// A lost fetch's hand-back scans the inflight HASH.
+		"hscan",
 		// Discard re-drive and purge, the Inspector, unique keys' and
 		// cron's reads.
 		"hget", "get", "lrange", "lpos", "lset", "lrem", "sscan",

@@ -350,15 +350,18 @@ func (c *consumer) block(ctx context.Context, max int, wait time.Duration, noStr
 	}
 	go func() {
 		defer c.wg.Done()
-		defer c.reading.RUnlock()
 		ds, err := c.readBlocking(rctx, max, wait, noStream)
 		c.hold(ds) // before Fetch's caller may settle them
+		// Held, the entries are safe from recoverLost: the read is over
+		// for it before Fetch returns, so that the caller's next Fetch
+		// finds no read under way and can hand back a lost one at once.
+		c.reading.RUnlock()
 		select {
 		case results <- blockResult{ds, err}:
 		case <-giveUp:
 			if len(ds) > 0 {
+				c.handBack(ds) // still held meanwhile: recoverLost leaves them
 				c.unhold(receipts(ds))
-				c.handBack(ds)
 			}
 		}
 	}()

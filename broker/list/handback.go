@@ -2,12 +2,17 @@ package list
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/hashicorp/go-multierror"
+
+	"github.com/conveyorq/conveyor/broker"
 )
 
 const (
@@ -89,11 +94,11 @@ func (c *consumer) handBackLost(ctx context.Context) {
 
 // handBack finds the receipts of the fetch with token tok in the inflight
 // HASH (HSCAN ... MATCH "<tok>[,.]*": O(messages in flight) in steps of
-// handBackScan, which only a lost reply pays) and releases them with
-// release.lua, in the order the fetch leased them when their receipts name
-// their places, else in receipt order (by ID, as a reclaim orders a
-// batch): fenced, so a lease that ran out and was reclaimed meanwhile is
-// left alone. It returns how many it handed back.
+// handBackScan, which only a lost reply pays) and releases them (Release),
+// in the order the fetch leased them when their receipts name their
+// places, else in receipt order (by ID, as a reclaim orders a batch):
+// fenced, so a lease that ran out and was reclaimed meanwhile is left
+// alone. It returns how many it handed back.
 func (c *consumer) handBack(ctx context.Context, tok string) (int, error) {
 	var receipts []string
 	cursor := uint64(0)
@@ -123,22 +128,23 @@ func (c *consumer) handBack(ctx context.Context, tok string) (int, error) {
 		return strings.Compare(a, b)
 	})
 	receipts = slices.Compact(receipts) // HSCAN may return a field twice
-	// Each call pushes its part to the front of ready: the first part goes
-	// last.
-	calls := slices.Collect(slices.Chunk(receipts, maxSettle))
-	slices.Reverse(calls)
-	handed := 0
-	for _, chunk := range calls {
-		args := make([]any, len(chunk))
-		for i, r := range chunk {
-			args[i] = r
-		}
-		v, err := releaseScript.Run(ctx, c.d.client, c.k.release, args...)
-		if err != nil {
-			return handed, err
-		}
-		lost, _ := v.([]any)
-		handed += len(chunk) - len(lost)/2
+	ds := make([]*broker.Delivery, len(receipts))
+	for i, r := range receipts {
+		ds[i] = &broker.Delivery{Receipt: r, Token: receiptToken(r)}
+		ds[i].Queue = c.queue
 	}
-	return handed, nil
+	// Release keeps the order and fences each lease; a lease reclaimed
+	// meanwhile is not this consumer's to hand back, any other failure is
+	// tried again.
+	err := c.Release(ctx, ds...)
+	var merr *multierror.Error
+	if !errors.As(err, &merr) {
+		return len(ds), err
+	}
+	for _, e := range merr.Errors {
+		if !errors.Is(e, broker.ErrLeaseLost) {
+			return 0, err
+		}
+	}
+	return len(ds) - len(merr.Errors), nil
 }

@@ -87,18 +87,12 @@ func (c *consumer) noteRead(err error) {
 	}
 }
 
-// onceStreams is an XREADGROUP go-redis must not send again (see
-// script.Once).
-type onceStreams struct{ *redis.XStreamSliceCmd }
-
-func (onceStreams) NoRetry() bool { return true }
-
 // readGroup sends one XREADGROUP, once. The command is built by go-redis's
 // own XReadGroup, on a pipeline that is never run, so that a blocking read
 // keeps the read timeout go-redis gives it.
 func (c *consumer) readGroup(ctx context.Context, args *redis.XReadGroupArgs) ([]redis.XStream, error) {
 	cmd := c.d.rdb.Pipeline().XReadGroup(ctx, args)
-	err := c.d.rdb.Process(ctx, onceStreams{cmd})
+	err := script.Send(ctx, c.d.rdb, cmd)
 	if !errors.Is(err, redis.Nil) {
 		c.noteRead(err)
 	}

@@ -140,7 +140,7 @@ type Processor interface {
 }
 
 // once is a command go-redis must not send again.
-type once struct{ *redis.Cmd }
+type once struct{ redis.Cmder }
 
 // NoRetry tells go-redis not to re-send the command after a connection
 // error.
@@ -154,12 +154,12 @@ func (once) NoRetry() bool { return true }
 // job, a lost lease for a job that was acked). A pipeline holding such a
 // command is not re-sent either. Send retries on its own only when the
 // command cannot have been sent.
-func Once(cmd *redis.Cmd) redis.Cmder { return once{cmd} }
+func Once(cmd redis.Cmder) redis.Cmder { return once{cmd} }
 
 // Send sends cmd once through c (see Once), trying again, a few times,
 // only while the failure proves nothing was sent: the connection could not
 // be made, or the client's pool had none free in time.
-func Send(ctx context.Context, c Processor, cmd *redis.Cmd) error {
+func Send(ctx context.Context, c Processor, cmd redis.Cmder) error {
 	backoff := 8 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		err := c.Process(ctx, once{cmd})

@@ -2,7 +2,6 @@ package list
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -10,9 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/hashicorp/go-multierror"
-
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/script"
 )
 
 const (
@@ -136,15 +134,5 @@ func (c *consumer) handBack(ctx context.Context, tok string) (int, error) {
 	// Release keeps the order and fences each lease; a lease reclaimed
 	// meanwhile is not this consumer's to hand back, any other failure is
 	// tried again.
-	err := c.Release(ctx, ds...)
-	var merr *multierror.Error
-	if !errors.As(err, &merr) {
-		return len(ds), err
-	}
-	for _, e := range merr.Errors {
-		if !errors.Is(e, broker.ErrLeaseLost) {
-			return 0, err
-		}
-	}
-	return len(ds) - len(merr.Errors), nil
+	return script.HandedBack(len(ds), c.Release(ctx, ds...))
 }

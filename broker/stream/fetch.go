@@ -8,11 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/go-multierror"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/codec"
+	"github.com/conveyorq/conveyor/internal/script"
 )
 
 // Fetch returns between 1 and max deliveries (max is capped at 1000).
@@ -445,13 +445,8 @@ func receipts(ds []*broker.Delivery) []string {
 func (c *consumer) handBack(ds []*broker.Delivery) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err := c.Release(ctx, ds...)
-	n := len(ds)
-	var merr *multierror.Error
-	if errors.As(err, &merr) {
-		n -= len(merr.Errors)
-	}
-	c.d.released.Add(int64(max(n, 0)))
+	n, err := script.HandedBack(len(ds), c.Release(ctx, ds...))
+	c.d.released.Add(int64(n))
 	if err != nil {
 		// Those not handed back are pending for this consumer and not
 		// held: the next fetch round hands them back (see lost.go).

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/hashicorp/go-multierror"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor/broker"
@@ -141,19 +140,10 @@ func (c *consumer) recoverLost(ctx context.Context) error {
 		start = "(" + ps[len(ps)-1].ID
 	}
 
-	err := c.Release(ctx, orphans...)
-	n := len(orphans)
-	var merr *multierror.Error
-	if errors.As(err, &merr) {
-		n -= len(merr.Errors)
-		for _, e := range merr.Errors {
-			if !errors.Is(e, broker.ErrLeaseLost) {
-				// Not settled, or not known to be: keep the mark and try
-				// again next round.
-				return fmt.Errorf("recover a lost read: %w", err)
-			}
-		}
-	} else if err != nil {
+	n, err := script.HandedBack(len(orphans), c.Release(ctx, orphans...))
+	if err != nil {
+		// Not settled, or not known to be: keep the mark and try again
+		// next round.
 		return fmt.Errorf("recover a lost read: %w", err)
 	}
 	c.mu.Lock()

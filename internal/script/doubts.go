@@ -4,6 +4,8 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/hashicorp/go-multierror"
+
 	"github.com/conveyorq/conveyor/broker"
 )
 
@@ -59,4 +61,25 @@ func (d *Doubts) Resolve(receipt string, gone bool, err error) error {
 		return nil
 	}
 	return err
+}
+
+// HandedBack reads err, the outcome of a Release of n deliveries that a
+// consumer hands back on its own (a lost fetch's): it returns how many
+// were released, and err unless each failure in it is ErrLeaseLost (a
+// lease reclaimed meanwhile is not the consumer's to hand back), which
+// leaves the rest to try again.
+func HandedBack(n int, err error) (int, error) {
+	var merr *multierror.Error
+	if !errors.As(err, &merr) {
+		if err != nil {
+			return 0, err
+		}
+		return n, nil
+	}
+	for _, e := range merr.Errors {
+		if !errors.Is(e, broker.ErrLeaseLost) {
+			return n - len(merr.Errors), err
+		}
+	}
+	return n - len(merr.Errors), nil
 }

@@ -29,10 +29,12 @@ type consumer struct {
 	cursor    string    // XAUTOCLAIM cursor; "0-0" starts a pass
 	nextClaim time.Time // when the next XAUTOCLAIM pass may start
 	nextPrune time.Time // when this consumer may next sweep the group (prune.go)
-	// held holds the entry IDs of the deliveries Fetch handed out and that
-	// were not settled yet (see lost.go); heldFull is set once it would
-	// have grown past maxHeld.
-	held     map[string]struct{}
+	// held maps the entry ID of each delivery Fetch handed out and that
+	// was not settled yet to its token (see lost.go): an entry this
+	// consumer took over from its own expired lease is handed out again
+	// under the same ID, and only the settle of that later delivery
+	// forgets it. heldFull is set once it would have grown past maxHeld.
+	held     map[string]string
 	heldFull bool
 	// lost is set when a read's reply was lost: its entries may be in this
 	// consumer's pending list, never handed out (see lost.go).
@@ -63,7 +65,7 @@ func newConsumer(d *Driver, queue string, opts *broker.ConsumerOptions) *consume
 		vtMS:      strconv.FormatInt(vt.Milliseconds(), 10),
 		done:      make(chan struct{}),
 		cursor:    "0-0",
-		held:      make(map[string]struct{}),
+		held:      make(map[string]string),
 		nextPrune: time.Now().Add(d.cfg.pruneInterval()),
 	}
 }

@@ -361,7 +361,7 @@ func (c *consumer) block(ctx context.Context, max int, wait time.Duration, noStr
 		case <-giveUp:
 			if len(ds) > 0 {
 				c.handBack(ds) // still held meanwhile: recoverLost leaves them
-				c.unhold(receipts(ds))
+				c.unhold(ds)
 			}
 		}
 	}()
@@ -430,15 +430,6 @@ func (c *consumer) readBlocking(ctx context.Context, max int, wait time.Duration
 		}
 	}
 	return ds, nil
-}
-
-// receipts returns the receipts of ds.
-func receipts(ds []*broker.Delivery) []string {
-	out := make([]string, len(ds))
-	for i, d := range ds {
-		out[i] = d.Receipt
-	}
-	return out
 }
 
 // handBack releases deliveries read after Fetch's caller gave up.

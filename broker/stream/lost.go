@@ -61,18 +61,22 @@ func (c *consumer) hold(ds []*broker.Delivery) {
 		return
 	}
 	for _, d := range ds {
-		c.held[d.Receipt] = struct{}{}
+		c.held[d.Receipt] = d.Token
 	}
 }
 
-// unhold forgets settled deliveries.
-func (c *consumer) unhold(receipts []string) {
-	if len(receipts) == 0 {
+// unhold forgets settled deliveries. A delivery of an entry that was
+// handed out again since (this consumer took over its own expired lease)
+// leaves the later delivery held.
+func (c *consumer) unhold(ds []*broker.Delivery) {
+	if len(ds) == 0 {
 		return
 	}
 	c.mu.Lock()
-	for _, r := range receipts {
-		delete(c.held, r)
+	for _, d := range ds {
+		if c.held[d.Receipt] == d.Token {
+			delete(c.held, d.Receipt)
+		}
 	}
 	c.mu.Unlock()
 }
@@ -127,8 +131,10 @@ func (c *consumer) recoverLost(ctx context.Context) error {
 		}
 		c.mu.Lock()
 		for _, p := range ps {
-			if _, ok := c.held[p.ID]; !ok {
-				d := &broker.Delivery{Receipt: p.ID, Token: token(p.ID, p.RetryCount)}
+			// Pending under another delivery count than the one handed
+			// out: a lost read took the entry over again.
+			if tok := token(p.ID, p.RetryCount); c.held[p.ID] != tok {
+				d := &broker.Delivery{Receipt: p.ID, Token: tok}
 				d.Queue, d.Group, d.ID = c.queue, c.d.cfg.Group, p.ID
 				orphans = append(orphans, d)
 			}

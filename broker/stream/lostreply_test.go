@@ -229,3 +229,56 @@ func (l *lossy) fetchFails(t *testing.T, c broker.Consumer) {
 		t.Errorf("a fetch whose reply was lost returned %v, %v; want the connection's error at once", ids(ds), err)
 	}
 }
+
+// TestLostFetchAfterOwnTakeoverKeepsRunningDelivery: a consumer takes over
+// its own expired lease (the entry is handed out a second time under the
+// same ID) and the first delivery's settle is refused. A later read whose
+// reply is lost must not hand back the second delivery, which still runs:
+// it stays pending for the consumer and its ack lands.
+func TestLostFetchAfterOwnTakeoverKeepsRunningDelivery(t *testing.T) {
+	t.Parallel()
+	l := newLossy(t, &stream.Config{PollInterval: 20 * time.Millisecond})
+	cons := l.open("q", 100*time.Millisecond)
+	l.enqueue(msg("q", "x"))
+	first := l.fetch(cons, 1)[0]
+
+	// The lease runs out; the next takeover pass of the same consumer
+	// hands the entry out again.
+	var second *broker.Delivery
+	deadline := time.Now().Add(10 * time.Second)
+	for second == nil && time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		ds, err := cons.Fetch(ctx, 1)
+		cancel()
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatal(err)
+		}
+		if len(ds) == 1 {
+			second = ds[0]
+		}
+	}
+	if second == nil || second.ID != "x" || second.Receipt != first.Receipt || second.Token == first.Token {
+		t.Fatalf("no second delivery of x under its first receipt %s: %+v", first.Receipt, second)
+	}
+	ctx := context.Background()
+	if err := cons.Ack(ctx, first); !errors.Is(err, broker.ErrLeaseLost) {
+		t.Fatalf("ack of the first delivery: %v, want ErrLeaseLost", err)
+	}
+
+	l.enqueue(msg("q", "lost"))
+	l.px.DropReplyTo(stream.ConsumerName(cons))
+	l.fetchFails(t, cons)
+	if t.Failed() {
+		return
+	}
+	got := l.fetch(cons, 1)[0]
+	if got.ID != "lost" {
+		t.Fatalf("after the lost fetch: %s, want lost", got.ID)
+	}
+	if owner, count, _, ok := l.pending("q", second.Receipt); !ok || owner != stream.ConsumerName(cons) || count != 2 {
+		t.Fatalf("the second delivery of x: pending %v, owner %q, count %d; want pending for %s with count 2", ok, owner, count, stream.ConsumerName(cons))
+	}
+	if err := cons.Ack(ctx, second, got); err != nil {
+		t.Fatalf("ack of the running deliveries: %v", err)
+	}
+}

@@ -135,7 +135,7 @@ func (c *consumer) batch(ctx context.Context, op string, s *script.Script, keys 
 		if err == nil && (!ok || len(statuses) != len(chunk)) {
 			err = fmt.Errorf("%s: unexpected reply %v", s.Name(), v)
 		}
-		var settled []string // no longer this consumer's to hold
+		var settled []*broker.Delivery // no longer this consumer's to hold
 		for i, d := range chunk {
 			e, gone := err, false
 			if e == nil {
@@ -150,7 +150,7 @@ func (c *consumer) batch(ctx context.Context, op string, s *script.Script, keys 
 				e = c.doubts.Resolve(d.Receipt, gone, e)
 			}
 			if op != "extend" && (e == nil || errors.Is(e, broker.ErrLeaseLost)) {
-				settled = append(settled, d.Receipt)
+				settled = append(settled, d)
 			}
 			if e != nil {
 				errs = multierror.Append(errs, &broker.DeliveryError{Delivery: d, Err: fmt.Errorf("stream: %s: %w", op, e)})

@@ -74,20 +74,34 @@ func (p *Pool) leaseFor(d *broker.Delivery) time.Duration {
 // extend renews the leases of tasks, which share one lease length, to now
 // plus that length. Unless set is true (a job's own lease at its start), a
 // lease already longer than that (Job.Extend with a long ttl) is left
-// alone until it gets that short.
+// alone until it gets that short, and a task whose lease Job.Extend is
+// renewing right now is left to that call.
+//
+// No task lock is held across the round trip, only each task's extending
+// lock: a handler that returns meanwhile is settled at once, and a cancel
+// (shutdown, another lease lost) reaches it at once. A job settled while
+// its extension was under way may see the extension refused; that says
+// nothing about its lease, so it is not reported.
 func (p *Pool) extend(tasks []*task, set bool) {
 	vt := tasks[0].vt
 	horizon := time.Now().Add(vt)
 	var live []*task
 	for _, t := range tasks {
+		if set {
+			t.extending.Lock()
+		} else if !t.extending.TryLock() {
+			continue // Job.Extend is renewing it
+		}
 		t.mu.Lock()
-		// A job whose handler returned is being settled: extending it would
-		// race its settle.
-		if t.released || t.returned || t.abandoned || t.job.Settled() || (!set && t.d.LeaseDeadline.After(horizon)) {
-			t.mu.Unlock()
+		// A job whose handler returned is being settled: its lease is the
+		// settle's business now.
+		skip := t.released || t.returned || t.abandoned || t.job.Settled() || (!set && t.d.LeaseDeadline.After(horizon))
+		t.mu.Unlock()
+		if skip {
+			t.extending.Unlock()
 			continue
 		}
-		live = append(live, t) // stays locked until the extension is done
+		live = append(live, t) // extending stays locked until the extension is done
 	}
 	if len(live) == 0 {
 		return
@@ -101,19 +115,23 @@ func (p *Pool) extend(tasks []*task, set bool) {
 	cancel()
 	now := time.Now()
 	for i, t := range live {
+		t.mu.Lock()
+		settling := t.released || t.returned || t.job.Settled()
 		// Without a fresh lease, stop before the deadline passes: the next
 		// heartbeat would come too late.
-		lost := errors.Is(errs[i], broker.ErrLeaseLost) ||
-			(errs[i] != nil && now.Add(p.cfg.HeartbeatInterval).After(t.d.LeaseDeadline))
-		if errs[i] != nil {
-			p.log.Warn("lease extension failed", append(p.jobAttrs(t.d), "error", errs[i], "lost", lost)...)
-		}
+		lost := !settling && (errors.Is(errs[i], broker.ErrLeaseLost) ||
+			(errs[i] != nil && now.Add(p.cfg.HeartbeatInterval).After(t.d.LeaseDeadline)))
 		if lost {
 			t.lost = true // a job still waiting to start is skipped
-			if t.cancel != nil {
-				t.cancel(broker.ErrLeaseLost)
-			}
 		}
+		cancelJob := t.cancel
 		t.mu.Unlock()
+		t.extending.Unlock()
+		if errs[i] != nil && !settling {
+			p.log.Warn("lease extension failed", append(p.jobAttrs(t.d), "error", errs[i], "lost", lost)...)
+		}
+		if lost && cancelJob != nil {
+			cancelJob(broker.ErrLeaseLost)
+		}
 	}
 }

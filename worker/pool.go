@@ -83,8 +83,13 @@ type task struct {
 	job    *conveyor.Job
 	vt     time.Duration // the job's lease: its own visibility timeout or the pool's
 	cancel context.CancelCauseFunc
-	// mu serialises lease extensions of d (the heartbeat and Job.Extend) and
-	// guards released and returned.
+	// extending serialises lease extensions of d (the heartbeat and
+	// Job.Extend) and guards d.LeaseDeadline; it is held across the
+	// extension's round trip, mu never is.
+	extending sync.Mutex
+	// mu guards the fields below and cancel, for moments, never across a
+	// round trip: finishing a job and cancelling it (shutdown, a lost
+	// lease) must not wait on Redis.
 	mu         sync.Mutex
 	released   bool          // handed back to the queue by the pool
 	handedBack chan struct{} // closed when the drain's hand-back returned; releaseErr is then set

@@ -51,7 +51,7 @@ func (p *Pool) onDiscard(ctx context.Context, job *conveyor.Job, reason string) 
 }
 
 func (s settler) Extend(ctx context.Context, d *broker.Delivery, ttl time.Duration) error {
-	s.t.mu.Lock()
-	defer s.t.mu.Unlock()
+	s.t.extending.Lock()
+	defer s.t.extending.Unlock()
 	return s.p.cons.Extend(ctx, ttl, d)
 }

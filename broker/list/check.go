@@ -3,6 +3,7 @@ package list
 import (
 	"context"
 
+	"github.com/conveyorq/conveyor/internal/reclaims"
 	"github.com/conveyorq/conveyor/internal/redischeck"
 )
 
@@ -25,7 +26,7 @@ func (d *Driver) Check(ctx context.Context) error {
 func needs(prefix string) []redischeck.Need {
 	k := newQueueKeys(prefix, redischeck.ProbeQueue)
 	key := redischeck.Key
-	return append(redischeck.Durable(prefix),
+	return append(append(redischeck.Durable(prefix),
 		key(k.ready, "LPUSH", k.ready, "m"),
 		key(k.ready, "RPUSH", k.ready, "m"),
 		key(k.ready, "RPOP", k.ready),
@@ -44,11 +45,5 @@ func needs(prefix string) []redischeck.Need {
 		key(k.inflight, "HMGET", k.inflight, "f"),
 		key(k.inflight, "HDEL", k.inflight, "f"),
 		key(k.inflight, "HSCAN", k.inflight, "0"), // a lost fetch's hand-back
-		key(k.reclaimed, "ZADD", k.reclaimed, "0", "m"),
-		key(k.reclaimed, "ZREMRANGEBYSCORE", k.reclaimed, "0", "0"),
-		key(k.reclaimed, "ZREMRANGEBYRANK", k.reclaimed, "0", "0"),
-		key(k.reclaimed, "ZCARD", k.reclaimed),
-		key(k.reclaimed, "ZSCORE", k.reclaimed, "m"),
-		key(k.reclaimed, "PEXPIRE", k.reclaimed, "1"),
-	)
+	), reclaims.Needs(k.reclaimed)...)
 }

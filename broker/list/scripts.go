@@ -4,6 +4,7 @@ import (
 	_ "embed"
 
 	"github.com/conveyorq/conveyor/internal/discards"
+	"github.com/conveyorq/conveyor/internal/reclaims"
 	"github.com/conveyorq/conveyor/internal/script"
 	"github.com/conveyorq/conveyor/internal/timers"
 )
@@ -34,9 +35,10 @@ var (
 )
 
 // lib is what every script starts with: internal/timers' helpers,
-// internal/discards' (discard records and their retention), then the
-// driver's own.
-var lib = timers.Lib + discards.Lib + libLua
+// internal/discards' (discard records and their retention),
+// internal/reclaims' (the record of reclaimed leases), then the driver's
+// own.
+var lib = timers.Lib + discards.Lib + reclaims.Lib + libLua
 
 // The scripts are immutable after init; sharing them between drivers lets
 // every driver reuse the SHA the server already has.

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 
+	"github.com/conveyorq/conveyor/internal/reclaims"
 	"github.com/conveyorq/conveyor/internal/redischeck"
 )
 
@@ -26,9 +27,10 @@ func (d *Driver) Check(ctx context.Context) error {
 // XREAD); check_test.go holds them to the scripts' text and to the
 // package's source.
 func (d *Driver) needs() []redischeck.Need {
-	s, g := d.keys(redischeck.ProbeQueue).stream, d.cfg.Group
+	k := d.keys(redischeck.ProbeQueue)
+	s, g := k.stream, d.cfg.Group
 	key := func(cmd string, args ...string) redischeck.Need { return redischeck.Key(s, cmd, args...) }
-	return append(redischeck.Durable(d.cfg.Prefix),
+	return append(append(redischeck.Durable(d.cfg.Prefix),
 		key("XADD", s, "*", "m", "v"),
 		key("XLEN", s),
 		key("XRANGE", s, "-", "+"),
@@ -45,5 +47,5 @@ func (d *Driver) needs() []redischeck.Need {
 		key("XAUTOCLAIM", s, g, "c", "0", "0"),
 		key("EXISTS", s),
 		key("DEL", s),
-	)
+	), reclaims.Needs(k.reclaimed)...)
 }

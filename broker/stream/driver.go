@@ -115,9 +115,9 @@ func (d *Driver) Stats() Stats {
 
 // queueKeys holds the keys of one queue.
 type queueKeys struct {
-	stream, delayed, dead, deadDropped, deadExpired, stats, prune string
-	timers                                                        timers.Keys
-	discards                                                      discards.Keys
+	stream, delayed, dead, deadDropped, deadExpired, stats, prune, reclaimed string
+	timers                                                                   timers.Keys
+	discards                                                                 discards.Keys
 }
 
 func (d *Driver) keys(queue string) queueKeys {
@@ -125,5 +125,5 @@ func (d *Driver) keys(queue string) queueKeys {
 	t := timers.QueueKeys(d.cfg.Prefix, queue)
 	dk := discards.QueueKeys(d.cfg.Prefix, queue)
 	return queueKeys{stream: k.Part("stream"), delayed: t.Delayed, dead: dk.Dead, deadDropped: dk.Dropped, deadExpired: dk.Expired,
-		stats: k.Part("stats"), prune: k.Part("prune"), timers: t, discards: dk}
+		stats: k.Part("stats"), prune: k.Part("prune"), reclaimed: k.Part("reclaimed"), timers: t, discards: dk}
 }

@@ -40,8 +40,8 @@ var (
 	inspectPurgeSrc string
 
 	inspectSizesScript = script.New("stream/inspect_sizes", inspectSizesSrc, timers.Lib+discards.Lib+inspect.Lib+inspectLib)
-	inspectPageScript  = script.New("stream/inspect_page", inspectPageSrc, timers.Lib+libSrc+inspectLib)
-	inspectFindScript  = script.New("stream/inspect_find", inspectFindSrc, timers.Lib+libSrc+inspectLib)
+	inspectPageScript  = script.New("stream/inspect_page", inspectPageSrc, timers.Lib+lib+inspectLib)
+	inspectFindScript  = script.New("stream/inspect_find", inspectFindSrc, timers.Lib+lib+inspectLib)
 	inspectPurgeScript = script.New("stream/inspect_purge", inspectPurgeSrc, inspectLib)
 )
 

@@ -4,6 +4,7 @@ import (
 	_ "embed"
 
 	"github.com/conveyorq/conveyor/internal/discards"
+	"github.com/conveyorq/conveyor/internal/reclaims"
 	"github.com/conveyorq/conveyor/internal/script"
 	"github.com/conveyorq/conveyor/internal/timers"
 )
@@ -11,7 +12,7 @@ import (
 // The driver's scripts; each file's header names its KEYS, ARGV and reply.
 var (
 	// lib.lua holds helpers of the scripts that read or settle entries
-	// (entry_body, lost_status).
+	// (entry_body, lost_status); see lib.
 	//
 	//go:embed lua/lib.lua
 	libSrc string
@@ -33,14 +34,19 @@ var (
 	pruneSrc string
 
 	enqueueScript = script.New("stream/enqueue", enqueueSrc, timers.Lib)
-	fetchScript   = script.New("stream/fetch", fetchSrc, timers.Lib+discards.Lib+libSrc)
-	ackScript     = script.New("stream/ack", ackSrc, libSrc)
-	requeueScript = script.New("stream/requeue", requeueSrc, timers.Lib+libSrc)
-	discardScript = script.New("stream/discard", discardSrc, discards.Lib+libSrc)
+	fetchScript   = script.New("stream/fetch", fetchSrc, timers.Lib+discards.Lib+lib)
+	ackScript     = script.New("stream/ack", ackSrc, timers.Lib+lib)
+	requeueScript = script.New("stream/requeue", requeueSrc, timers.Lib+lib)
+	discardScript = script.New("stream/discard", discardSrc, timers.Lib+discards.Lib+lib)
 	extendScript  = script.New("stream/extend", extendSrc)
 	closeScript   = script.New("stream/close", closeSrc)
 	pruneScript   = script.New("stream/prune", pruneSrc)
 )
+
+// lib is what the scripts that read or settle entries put after
+// internal/timers' helpers: the record of reclaimed leases
+// (internal/reclaims), then lib.lua.
+var lib = reclaims.Lib + libSrc
 
 // Limits that keep every script call short: a script blocks the server
 // while it runs.

@@ -24,18 +24,18 @@ import (
 // A settle (ack, retry, postpone, release, discard) whose earlier settle of
 // the same delivery got no answer (the reply was lost, or came after the
 // call's deadline) is reported as landed when the delivery's entry is in
-// neither the group's pending list nor the stream, whenever it is tried
-// again: the entry was settled and no consumer holds it, by the earlier
-// settle or, if its lease ran out first, by a consumer that took it over
-// and settled it itself (a job acked by someone is acked). An entry still
-// pending for another consumer or with another delivery count, or still in
-// the stream, was not settled by the earlier call: its lease is lost, also
-// before LeaseDeadline. Without such a doubt, a settle of a settled
+// neither the group's pending list nor the stream and no takeover took
+// that delivery's lease (the queue's record of reclaimed leases, see
+// internal/reclaims), whenever it is tried again: the earlier settle ended
+// it. An entry still pending for another consumer or with another delivery
+// count, still in the stream, or whose delivery a takeover took (another
+// consumer may have settled it since) was not settled by the earlier call:
+// its lease is lost, also before LeaseDeadline. Without such a doubt, a settle of a settled
 // delivery fails with broker.ErrLeaseLost.
 
 // Ack settles deliveries as done: their entries are acknowledged and deleted.
 func (c *consumer) Ack(ctx context.Context, ds ...*broker.Delivery) error {
-	return c.batch(ctx, "ack", ackScript, []string{c.keys.stream, c.keys.stats},
+	return c.batch(ctx, "ack", ackScript, []string{c.keys.stream, c.keys.stats, c.keys.reclaimed},
 		func(chunk []*broker.Delivery) []any {
 			lo, hi := receiptRange(chunk)
 			return []any{c.d.cfg.Group, c.name, lo, hi}
@@ -62,7 +62,7 @@ func (c *consumer) Release(ctx context.Context, ds ...*broker.Delivery) error {
 }
 
 func (c *consumer) requeue(ctx context.Context, op string, inc int, at int64, ds ...*broker.Delivery) error {
-	return c.batch(ctx, op, requeueScript, []string{c.keys.stream, c.keys.delayed, c.keys.timers.Timers, c.keys.stats},
+	return c.batch(ctx, op, requeueScript, []string{c.keys.stream, c.keys.delayed, c.keys.timers.Timers, c.keys.stats, c.keys.reclaimed},
 		fixed(c.d.cfg.Group, c.name, inc), ds,
 		func(args []any, d *broker.Delivery, count string) []any { return append(args, d.Receipt, count, at) }, nil)
 }
@@ -73,7 +73,7 @@ func (c *consumer) Discard(ctx context.Context, d *broker.Delivery, reason strin
 }
 
 func (c *consumer) discard(ctx context.Context, d *broker.Delivery, reason string) error {
-	return c.batch(ctx, "discard", discardScript, []string{c.keys.stream, c.keys.dead, c.keys.deadDropped, c.keys.deadExpired, c.keys.stats},
+	return c.batch(ctx, "discard", discardScript, []string{c.keys.stream, c.keys.dead, c.keys.deadDropped, c.keys.deadExpired, c.keys.stats, c.keys.reclaimed},
 		fixed(c.d.cfg.Group, c.name), []*broker.Delivery{d},
 		func(args []any, d *broker.Delivery, count string) []any {
 			return append(args, d.Receipt, count, reason, c.d.cfg.DiscardMax, c.d.Keeper.Retention.AgeArg())

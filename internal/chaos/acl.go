@@ -47,6 +47,8 @@ var aclCommands = map[string][]string{
 		"time", "del", "xack", "xdel", "xlen", "xpending", "xrange", "xclaim", "xautoclaim", "xgroup|delconsumer", "xinfo|consumers",
 		"lpush", "rpop", "lindex", "ltrim", "zadd", "zrem", "zcard", "zrange", "zrangebyscore", "zscore",
 		"hset", "hmget", "hdel", "hincrby", "set", "incrby", "publish",
+		// The record of reclaimed leases (fetch trims it and lets it expire).
+		"zremrangebyscore", "zremrangebyrank", "pexpire",
 		"hget", "get", "llen", "lrange", "lpos", "lset", "lrem", "sscan", "xinfo|groups",
 	},
 }

@@ -122,8 +122,8 @@ func Keys(t testing.TB, c redis.UniversalClient, prefix string) []string {
 // Bookkeeping reports whether key is one of the kinds of key that stay
 // when every queue under prefix is drained (docs/redis-keys.md): the queue
 // registry <prefix>:queues, a queue's cumulative counters
-// <prefix>:{<queue>}:stats and the list driver's record of reclaimed
-// receipts <prefix>:{<queue>}:reclaimed (it expires an hour after the last
+// <prefix>:{<queue>}:stats and the durable drivers' record of reclaimed
+// leases <prefix>:{<queue>}:reclaimed (it expires an hour after the last
 // reclaim).
 func Bookkeeping(prefix, key string) bool {
 	if key == prefix+":queues" {

@@ -88,27 +88,6 @@ local function messages(inflight, rs)
   return vs
 end
 
--- The record of reclaimed receipts, a ZSET receipt -> reclaim time (unix
--- ms), keeps each for RECLAIMED_AGE ms, at most RECLAIMED_MAX of them:
--- long past the retries of a settle whose reply was lost (the worker pool
--- gives up on an ack within a minute), and small.
-local RECLAIMED_AGE = 3600000
-local RECLAIMED_MAX = 10000
-
--- remember_reclaimed adds the receipts rs (a list) to the record rec, as
--- taken back at now (ms), then trims the record by age and by count, and
--- lets the key expire RECLAIMED_AGE after its last reclaim. Only a
--- reclaim that took something pays for it.
-local function remember_reclaimed(rec, now, rs)
-  bulk('ZADD', rec, scored(now, rs))
-  redis.call('ZREMRANGEBYSCORE', rec, '-inf', now - RECLAIMED_AGE)
-  local n = redis.call('ZCARD', rec)
-  if n > RECLAIMED_MAX then
-    redis.call('ZREMRANGEBYRANK', rec, 0, n - RECLAIMED_MAX - 1)
-  end
-  redis.call('PEXPIRE', rec, RECLAIMED_AGE)
-end
-
 -- lost_status is the status of a settle of receipt r whose lease is gone:
 -- 'LEASE_LOST' when a reclaim took it (the record rec holds it: the lease
 -- ran out before any settle ended it), else 'GONE': a settle ended it (an
@@ -116,7 +95,7 @@ end
 -- receipt a failover made Redis forget, or the record forgot, past its
 -- bounds). Paid only when a lease is gone.
 local function lost_status(rec, r)
-  if redis.call('ZSCORE', rec, r) then
+  if was_reclaimed(rec, r) then
     return 'LEASE_LOST'
   end
   return 'GONE'

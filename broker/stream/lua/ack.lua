@@ -21,6 +21,8 @@
 --
 -- KEYS[1]  <prefix>:{<queue>}:stream   STREAM with the consumer group ARGV[1]
 -- KEYS[2]  <prefix>:{<queue>}:stats    HASH processed, failed: cumulative counters
+-- KEYS[3]  <prefix>:{<queue>}:reclaimed  ZSET tokens of deliveries whose lease a
+--          reclaim took (internal/reclaims); read only for an entry not pending
 -- ARGV[1]  consumer group name
 -- ARGV[2]  consumer name
 -- ARGV[3]  lowest entry ID among the pairs
@@ -39,7 +41,7 @@ local out = {}
 
 if redis.call('EXISTS', stream) == 0 then
   for i = 5, #ARGV, 2 do
-    out[#out + 1] = 'GONE'
+    out[#out + 1] = lost_status(stream, KEYS[3], ARGV[i], ARGV[i + 1])
   end
   return out
 end
@@ -59,7 +61,7 @@ for i = 5, #ARGV, 2 do
     if p and p[2] == me then
       count = p[4]
     elseif not p then
-      status = lost_status(stream, id)
+      status = lost_status(stream, KEYS[3], id, ARGV[i + 1])
     end
   end
   if count == tonumber(ARGV[i + 1]) then

@@ -19,6 +19,8 @@
 -- KEYS[3]  <prefix>:{<queue>}:dead_dropped  STRING count of records the cap trimmed
 -- KEYS[4]  <prefix>:{<queue>}:dead_expired  STRING count of records the age limit trimmed
 -- KEYS[5]  <prefix>:{<queue>}:stats    HASH processed, failed: cumulative counters
+-- KEYS[6]  <prefix>:{<queue>}:reclaimed  ZSET tokens of deliveries whose lease a
+--          reclaim took (internal/reclaims); read only for an entry not pending
 -- ARGV[1]  consumer group name
 -- ARGV[2]  consumer name
 -- ARGV[3]  entry ID
@@ -34,11 +36,11 @@ local stream, dead = KEYS[1], KEYS[2]
 local group, me, id = ARGV[1], ARGV[2], ARGV[3]
 
 if redis.call('EXISTS', stream) == 0 then
-  return {'GONE'}
+  return {lost_status(stream, KEYS[6], id, ARGV[4])}
 end
 local p = redis.call('XPENDING', stream, group, id, id, 1)[1]
 if not p then
-  return {lost_status(stream, id)}
+  return {lost_status(stream, KEYS[6], id, ARGV[4])}
 end
 if not (p[2] == me and p[4] == tonumber(ARGV[4])) then
   return {'LEASE_LOST'}

@@ -28,6 +28,9 @@
 -- KEYS[2]  <prefix>:{<queue>}:dead     LIST of discard records, newest first
 -- KEYS[3]  <prefix>:{<queue>}:dead_dropped  STRING count of records the cap trimmed
 -- KEYS[4]  <prefix>:{<queue>}:dead_expired  STRING count of records the age limit trimmed
+-- KEYS[5]  <prefix>:{<queue>}:reclaimed  ZSET tokens "<entry ID>/<delivery count>" of
+--          the deliveries whose lease a takeover took (internal/reclaims);
+--          written only when a takeover claims an entry
 -- ARGV[1]  consumer group name
 -- ARGV[2]  consumer name
 -- ARGV[3]  max messages to return (the caller caps it at 1000)
@@ -89,13 +92,18 @@ if ARGV[5] ~= '' then
   for i = 1, #deleted do
     out[#out + 1] = deleted[i]
   end
-  local poisoned, records = {}, {}
+  local poisoned, records, taken = {}, {}, {}
   for _, e in ipairs(r[2]) do
     local id = e[1]
     local p = redis.call('XPENDING', stream, group, id, id, 1)[1]
     local count = 1
     if p then
       count = p[4]
+    end
+    -- The delivery whose lease ran out had the count before the claim: a
+    -- settle of it that finds the entry gone must hear LEASE_LOST.
+    if count > 1 then
+      taken[#taken + 1] = id .. '/' .. (count - 1)
     end
     local m = entry_body(e[2])
     -- Lease expiries so far: those of earlier entries of this message,
@@ -121,6 +129,9 @@ if ARGV[5] ~= '' then
       ds[#ds + 1] = m
       got = got + 1
     end
+  end
+  if #taken > 0 then
+    remember_reclaimed(KEYS[5], now, taken)
   end
   if #poisoned > 0 then
     out[5] = #poisoned

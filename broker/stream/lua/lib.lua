@@ -21,12 +21,17 @@ local function entry_body(fields)
   return ''
 end
 
--- lost_status returns the status of a settle whose entry id is not pending
--- in the group (the caller looked): "GONE" when it is not in the stream
--- either (someone settled it, and no consumer holds it), else "LEASE_LOST".
-local function lost_status(stream, id)
-  if #redis.call('XRANGE', stream, id, id) == 0 then
-    return 'GONE'
+-- lost_status returns the status of a settle of the delivery of entry id
+-- with delivery count count, whose entry is not pending in the group (the
+-- caller looked, or the stream is gone): "LEASE_LOST" when the entry is
+-- still in the stream (it waits for another delivery) or when a reclaim
+-- took that delivery's lease (the record rec, internal/reclaims, holds its
+-- token: whoever settled the entry since, it was not this delivery's
+-- holder); else "GONE": a settle of this delivery ended it, maybe an
+-- earlier one whose reply the caller lost.
+local function lost_status(stream, rec, id, count)
+  if #redis.call('XRANGE', stream, id, id) > 0 or was_reclaimed(rec, id .. '/' .. count) then
+    return 'LEASE_LOST'
   end
-  return 'LEASE_LOST'
+  return 'GONE'
 end

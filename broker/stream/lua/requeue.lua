@@ -21,6 +21,8 @@
 -- KEYS[4]  <prefix>:{<queue>}:stats    HASH processed, failed: cumulative
 --          counters; a retry (ARGV[3] > 0) is a failed handler run, counted
 --          in failed (a postpone or a release is not)
+-- KEYS[5]  <prefix>:{<queue>}:reclaimed  ZSET tokens of deliveries whose lease a
+--          reclaim took (internal/reclaims); read only for an entry not pending
 -- ARGV[1]  consumer group name
 -- ARGV[2]  consumer name
 -- ARGV[3]  attempt increment: 1 for a retry, 0 for a postpone or a release
@@ -39,7 +41,7 @@ local out = {}
 
 if redis.call('EXISTS', stream) == 0 then
   for i = 4, #ARGV, 3 do
-    out[#out + 1] = 'GONE'
+    out[#out + 1] = lost_status(stream, KEYS[5], ARGV[i], ARGV[i + 1])
   end
   return out
 end
@@ -66,7 +68,7 @@ for i = 4, #ARGV, 3 do
   local status = 'LEASE_LOST'
   local p = redis.call('XPENDING', stream, group, id, id, 1)[1]
   if not p then
-    status = lost_status(stream, id)
+    status = lost_status(stream, KEYS[5], id, ARGV[i + 1])
   elseif p[2] == me and p[4] == tonumber(ARGV[i + 1]) then
     local e = redis.call('XRANGE', stream, id, id)[1]
     local m

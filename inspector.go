@@ -321,3 +321,28 @@ func (i *Inspector) discards(op string) (broker.Discards, error) {
 	}
 	return x, nil
 }
+
+// WorkerInfo is one worker pool as it registered itself (broker.WorkerInfo):
+// host, process, queues, concurrency and the jobs its handlers run.
+type WorkerInfo = broker.WorkerInfo
+
+// RunningJob is one job a registered pool runs (broker.RunningJob).
+type RunningJob = broker.RunningJob
+
+// Workers lists the live worker pools of the fleet, sorted by ID: every
+// pool on the driver's prefix registers itself and renews its entry every
+// worker.Config.RegistryInterval (15s by default); a pool that stops
+// removes its entry, and that of a process that died goes within three
+// intervals. It reads the registry in pages of 500 (SSCAN, MGET), so its
+// cost grows with the fleet, not with the jobs.
+func (i *Inspector) Workers(ctx context.Context) ([]*WorkerInfo, error) {
+	r, ok := i.d.(broker.WorkerRegistry)
+	if !ok {
+		return nil, fmt.Errorf("conveyor: inspector: workers: driver %T keeps no worker registry: %w", i.d, broker.ErrUnsupported)
+	}
+	ws, err := r.Workers(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("conveyor: inspector: workers: %w", err)
+	}
+	return ws, nil
+}

@@ -80,7 +80,19 @@ type Config struct {
 	// called after each promotion call that moved timers (for metrics such
 	// as promotion lateness). Defaults to none.
 	OnPromote func(queue string, p broker.Promotion)
+	// RegistryInterval is how often the pool renews its entry in the
+	// fleet's registry of workers (broker.WorkerRegistry, read by
+	// conveyor.Inspector.Workers): its host, process, queue, concurrency
+	// and the jobs it runs. The entry lives three intervals, so a pool whose
+	// process died leaves the registry within 3×RegistryInterval; one that
+	// stops removes it at once. Each renewal is one SET. Defaults to 15s;
+	// negative: the pool does not register. Ignored by a driver without a
+	// registry.
+	RegistryInterval time.Duration
 }
+
+// DefaultRegistryInterval is Config.RegistryInterval's default.
+const DefaultRegistryInterval = 15 * time.Second
 
 // DefaultJobTimeout bounds a handler run when neither Config.JobTimeout nor
 // the job sets a timeout.
@@ -104,6 +116,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ShutdownGrace == 0 {
 		c.ShutdownGrace = 10 * time.Second
+	}
+	if c.RegistryInterval == 0 {
+		c.RegistryInterval = DefaultRegistryInterval
 	}
 	if c.Retry != nil && (c.MaxAttempts != 0 || c.Backoff != nil) {
 		return c, errors.New("worker: set MaxAttempts and Backoff in Retry, not beside it")

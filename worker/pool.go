@@ -98,6 +98,7 @@ type task struct {
 	lost       bool          // the heartbeat found the lease lost
 	abandoned  bool          // stuck past its timeout: not extended, its worker replaced
 	timeout    time.Duration // the handler's timeout (0: none), for the log
+	started    time.Time     // when the handler started (zero: not yet), for the registry
 	// Set before the handler starts, read by the watchdog (see watch):
 	// when the default timeout cancels the handler (zero: the handler's
 	// context has its own deadline, or there is none), and when a handler
@@ -194,6 +195,7 @@ func (p *Pool) Run(ctx context.Context) error {
 		p.acker(ackDone)
 	}()
 
+	regStopped := p.startRegistry(fetchCtx)
 	promoterStopped := p.startPromoter(fetchCtx)
 	p.fetchLoop(fetchCtx, handlerCtx)
 	p.drain()
@@ -204,6 +206,7 @@ func (p *Pool) Run(ctx context.Context) error {
 
 	close(hbDone)
 	<-hbStopped
+	<-regStopped // it stopped with fetching and removed the pool's entry
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := cons.Close(closeCtx); err != nil {
@@ -571,16 +574,17 @@ func (p *Pool) run(base context.Context, t *task) {
 	if timeout == 0 {
 		timeout = p.defaultTimeout
 	}
+	start := time.Now()
+	t.mu.Lock()
+	t.started = start
 	if timeout > 0 {
-		start := time.Now()
-		t.mu.Lock()
 		t.timeout = timeout
 		if p.cfg.JobTimeout == 0 && t.d.Timeout == 0 {
 			t.expires = start.Add(timeout)
 		}
 		t.abandonAt = start.Add(timeout + p.cfg.VisibilityTimeout)
-		t.mu.Unlock()
 	}
+	t.mu.Unlock()
 	err := p.call(ctx, t.job)
 	stop()
 	lost := errors.Is(context.Cause(ctx), broker.ErrLeaseLost)

@@ -16,6 +16,7 @@ import (
 	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/internal/registry"
 	"github.com/conveyorq/conveyor/internal/timers"
+	"github.com/conveyorq/conveyor/internal/workers"
 )
 
 // Driver is the list driver: an at-least-once, FIFO broker.Driver on Redis
@@ -37,6 +38,7 @@ type Driver struct {
 	*timers.Methods    // broker.Timers, see timers.go
 	*discards.Keeper   // broker.Discards, see discards.go
 	*inspect.Inspector // broker.Inspector, see inspect.go
+	*workers.Registry  // broker.WorkerRegistry
 }
 
 var _ broker.Driver = (*Driver)(nil)
@@ -54,6 +56,7 @@ func New(client redis.UniversalClient, cfg *Config) (*Driver, error) {
 	d.Methods = d.timerMethods()
 	d.Keeper = d.discardKeeper()
 	d.Inspector = d.inspector()
+	d.Registry = workers.New(client, c.Prefix)
 	return d, nil
 }
 

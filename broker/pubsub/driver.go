@@ -12,6 +12,7 @@ import (
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/codec"
 	"github.com/conveyorq/conveyor/internal/keys"
+	"github.com/conveyorq/conveyor/internal/workers"
 )
 
 // Driver publishes messages on Redis pub/sub channels, one per queue, and
@@ -23,6 +24,8 @@ type Driver struct {
 	buffer  int
 	sharded bool
 	log     *slog.Logger
+
+	*workers.Registry // broker.WorkerRegistry
 }
 
 var _ broker.Driver = (*Driver)(nil)
@@ -41,7 +44,8 @@ func New(client redis.UniversalClient, cfg *Config) (*Driver, error) {
 	if r.sharded != nil {
 		sharded = *r.sharded
 	}
-	return &Driver{rdb: client, prefix: r.prefix, buffer: r.buffer, sharded: sharded, log: r.logger}, nil
+	return &Driver{rdb: client, prefix: r.prefix, buffer: r.buffer, sharded: sharded, log: r.logger,
+		Registry: workers.New(client, r.prefix)}, nil
 }
 
 // Capabilities reports at-most-once fan-out: no leases, no redelivery, no

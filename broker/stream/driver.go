@@ -13,6 +13,7 @@ import (
 	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/internal/registry"
 	"github.com/conveyorq/conveyor/internal/timers"
+	"github.com/conveyorq/conveyor/internal/workers"
 )
 
 // Driver is the stream driver: each queue is a Redis stream read through a
@@ -32,6 +33,7 @@ type Driver struct {
 	*timers.Methods    // broker.Timers, see timers.go
 	*discards.Keeper   // broker.Discards, see discards.go
 	*inspect.Inspector // broker.Inspector, see inspect.go
+	*workers.Registry  // broker.WorkerRegistry
 }
 
 var _ broker.Driver = (*Driver)(nil)
@@ -50,6 +52,7 @@ func New(rdb redis.UniversalClient, cfg *Config) (*Driver, error) {
 	d.Methods = d.timerMethods()
 	d.Keeper = d.discardKeeper()
 	d.Inspector = d.inspector()
+	d.Registry = workers.New(rdb, c.Prefix)
 	return d, nil
 }
 

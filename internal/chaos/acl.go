@@ -41,6 +41,8 @@ var aclCommands = map[string][]string{
 		// Discard re-drive and purge, the Inspector, unique keys' and
 		// cron's reads.
 		"hget", "get", "lrange", "lpos", "lset", "lrem", "sscan",
+		// The worker registry (internal/workers).
+		"mget", "srem", "del", "exists", "multi", "exec",
 	},
 	"stream": {
 		"ping", "evalsha", "eval", "xadd", "xreadgroup", "xread", "exists", "xgroup|create", "sadd", "subscribe",
@@ -50,6 +52,8 @@ var aclCommands = map[string][]string{
 		// The record of reclaimed leases (fetch trims it and lets it expire).
 		"zremrangebyscore", "zremrangebyrank", "pexpire",
 		"hget", "get", "llen", "lrange", "lpos", "lset", "lrem", "sscan", "xinfo|groups",
+		// The worker registry (internal/workers).
+		"mget", "srem", "multi", "exec",
 	},
 }
 

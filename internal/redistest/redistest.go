@@ -124,9 +124,14 @@ func Keys(t testing.TB, c redis.UniversalClient, prefix string) []string {
 // registry <prefix>:queues, a queue's cumulative counters
 // <prefix>:{<queue>}:stats and the durable drivers' record of reclaimed
 // leases <prefix>:{<queue>}:reclaimed (it expires an hour after the last
-// reclaim).
+// reclaim), and the worker registry's index <prefix>:{workers}:index and
+// entries <prefix>:{workers}:w:<id> (a killed pool's entry stays until its
+// TTL runs out).
 func Bookkeeping(prefix, key string) bool {
-	if key == prefix+":queues" {
+	if key == prefix+":queues" || key == prefix+":{workers}:index" {
+		return true
+	}
+	if id, ok := strings.CutPrefix(key, prefix+":{workers}:w:"); ok && id != "" {
 		return true
 	}
 	rest, ok := strings.CutPrefix(key, prefix+":{")

@@ -5,6 +5,7 @@ import (
 
 	"github.com/conveyorq/conveyor/internal/reclaims"
 	"github.com/conveyorq/conveyor/internal/redischeck"
+	"github.com/conveyorq/conveyor/internal/workers"
 )
 
 // Check verifies that Redis is reachable and at least 7.0, warns (on the
@@ -45,5 +46,5 @@ func needs(prefix string) []redischeck.Need {
 		key(k.inflight, "HMGET", k.inflight, "f"),
 		key(k.inflight, "HDEL", k.inflight, "f"),
 		key(k.inflight, "HSCAN", k.inflight, "0"), // a lost fetch's hand-back
-	), reclaims.Needs(k.reclaimed)...)
+	), append(reclaims.Needs(k.reclaimed), workers.Needs(prefix)...)...)
 }

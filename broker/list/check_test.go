@@ -16,5 +16,5 @@ func TestCheckAsksForEveryScriptCommand(t *testing.T) {
 		have = append(have, n.Cmd)
 	}
 	redistest.ScriptsCovered(t, have, []string{"EXISTS", "XGROUP CREATE", "XADD"},
-		"lua", "../../internal/timers/lua", "../../internal/discards/lua", "../../internal/inspect/lua")
+		"lua", "../../internal/timers/lua", "../../internal/discards/lua", "../../internal/inspect/lua", "../../internal/reclaims/lua")
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/conveyorq/conveyor/internal/reclaims"
 	"github.com/conveyorq/conveyor/internal/redischeck"
+	"github.com/conveyorq/conveyor/internal/workers"
 )
 
 // Check verifies that Redis is reachable and at least 7.0 (XAUTOCLAIM reports
@@ -47,5 +48,5 @@ func (d *Driver) needs() []redischeck.Need {
 		key("XAUTOCLAIM", s, g, "c", "0", "0"),
 		key("EXISTS", s),
 		key("DEL", s),
-	), reclaims.Needs(k.reclaimed)...)
+	), append(reclaims.Needs(k.reclaimed), workers.Needs(d.cfg.Prefix)...)...)
 }

@@ -41,8 +41,8 @@ var aclCommands = map[string][]string{
 		// Discard re-drive and purge, the Inspector, unique keys' and
 		// cron's reads.
 		"hget", "get", "lrange", "lpos", "lset", "lrem", "sscan",
-		// The worker registry (internal/workers).
-		"mget", "srem", "del", "exists", "multi", "exec",
+		// The worker registry (internal/workers): a pool's beats.
+		"srem", "del",
 	},
 	"stream": {
 		"ping", "evalsha", "eval", "xadd", "xreadgroup", "xread", "exists", "xgroup|create", "sadd", "subscribe",
@@ -52,8 +52,8 @@ var aclCommands = map[string][]string{
 		// The record of reclaimed leases (fetch trims it and lets it expire).
 		"zremrangebyscore", "zremrangebyrank", "pexpire",
 		"hget", "get", "llen", "lrange", "lpos", "lset", "lrem", "sscan", "xinfo|groups",
-		// The worker registry (internal/workers).
-		"mget", "srem", "multi", "exec",
+		// The worker registry (internal/workers): a pool's beats.
+		"srem",
 	},
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/redischeck"
 )
 
 // page is the SSCAN COUNT and the MGET size of a read.
@@ -52,7 +53,7 @@ func (r *Registry) EntryKey(id string) string { return r.prefix + ":{workers}:w:
 
 // RegisterWorker stores w for ttl: SET ... PX ttl XX, which replaces a live
 // entry; only when there was none (the pool's first beat, or one after its
-// entry ran out) a SET and an SADD to the index, in one MULTI.
+// entry ran out) an SADD to the index and a SET, in one pipeline.
 func (r *Registry) RegisterWorker(ctx context.Context, w *broker.WorkerInfo, ttl time.Duration) error {
 	if err := validID(w.ID); err != nil {
 		return err
@@ -66,10 +67,14 @@ func (r *Registry) RegisterWorker(ctx context.Context, w *broker.WorkerInfo, ttl
 	}
 	key := r.EntryKey(w.ID)
 	err = r.rdb.SetArgs(ctx, key, b, redis.SetArgs{TTL: ttl, Mode: "XX"}).Err()
-	if errors.Is(err, redis.Nil) { // no entry before: store it and name it in the index
-		_, err = r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.Set(ctx, key, b, ttl)
+	if errors.Is(err, redis.Nil) {
+		// No entry before: name it in the index, then store it (one
+		// pipeline, no MULTI). A name without an entry is harmless (a
+		// reader removes it); an entry without a name would be renewed,
+		// unseen, by every later SET XX.
+		_, err = r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			p.SAdd(ctx, r.IndexKey(), w.ID)
+			p.Set(ctx, key, b, ttl)
 			return nil
 		})
 	}
@@ -84,7 +89,7 @@ func (r *Registry) UnregisterWorker(ctx context.Context, id string) error {
 	if err := validID(id); err != nil {
 		return err
 	}
-	_, err := r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.Del(ctx, r.EntryKey(id))
 		p.SRem(ctx, r.IndexKey(), id)
 		return nil
@@ -185,6 +190,21 @@ func (r *Registry) entries(ctx context.Context, ids []string) ([]*broker.WorkerI
 		}
 	}
 	return ws, gone, nil
+}
+
+// Needs are the commands a pool sends to keep its entry (RegisterWorker,
+// UnregisterWorker), for a driver's Check. Reading the registry
+// (Workers: SSCAN, MGET, and EVALSHA of a script with EXISTS and SREM) is
+// the Inspector's, not a pool's, and is not asked for.
+func Needs(prefix string) []redischeck.Need {
+	r := New(nil, prefix)
+	entry, index := r.EntryKey("probe"), r.IndexKey()
+	return []redischeck.Need{
+		redischeck.Key(entry, "SET", entry, "v", "PX", "1", "XX"),
+		redischeck.Key(entry, "DEL", entry),
+		redischeck.Key(index, "SADD", index, "m"),
+		redischeck.Key(index, "SREM", index, "m"),
+	}
 }
 
 // validID refuses what cannot name an entry: empty, too long, or with

@@ -62,6 +62,15 @@ type Pool struct {
 	want  atomic.Int64
 	freed chan struct{}
 
+	// lean is set by the room's watch (see watchRoom) when it handed the
+	// room's jobs back: the fetch loop then fetches only for idle workers,
+	// which count themselves in idle and wake it through idleWake, until
+	// the watch clears lean again. Outside lean, idle is not kept, so a job
+	// costs the workers one atomic load for it.
+	lean     atomic.Bool
+	idle     atomic.Int64
+	idleWake chan struct{}
+
 	// handlersCancelled is set once the pool cancels every running job's
 	// context (the grace is over); a job starting after that starts
 	// cancelled.
@@ -130,6 +139,7 @@ func NewPool(d broker.Driver, h conveyor.Handler, cfg *Config) (*Pool, error) {
 		running:     make(map[*broker.Delivery]*task),
 		suspectDone: make(chan struct{}, 1),
 		freed:       make(chan struct{}, 1),
+		idleWake:    make(chan struct{}, 1),
 		settling:    make(chan struct{}, 2*c.Concurrency),
 		ackq:        make(chan *task, 2*c.Concurrency),
 	}, nil
@@ -272,6 +282,7 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 	for range size {
 		p.spawn()
 	}
+	go p.watchRoom(ctx, waiting)
 	defer func() {
 		// Jobs fetched but not started go back to the queue at once; the
 		// workers hand back any they took meanwhile, then stop.
@@ -305,6 +316,21 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 			return
 		}
 		n := int(p.free.Load()) // want or more; only this loop takes places
+		if p.lean.Load() {
+			// Jobs waited behind busy workers: fetch only for idle ones.
+			if n = min(n, int(p.idle.Load())); n == 0 {
+				t := time.NewTimer(roomTick) // lean may end meanwhile
+				select {
+				case <-p.idleWake:
+				case <-t.C:
+				case <-ctx.Done():
+					t.Stop()
+					return
+				}
+				t.Stop()
+				continue
+			}
+		}
 		p.free.Add(-int64(n))
 		ds, err := p.cons.Fetch(ctx, n)
 		p.free.Add(int64(n - len(ds)))
@@ -364,7 +390,22 @@ func (p *Pool) waitFree(ctx context.Context, want int) bool {
 
 // work runs waiting jobs one at a time until the fetch loop closes waiting.
 func (p *Pool) work(ctx, handlerCtx context.Context, waiting <-chan *task) {
-	for t := range waiting {
+	for {
+		counted := p.lean.Load()
+		if counted {
+			p.idle.Add(1)
+			select {
+			case p.idleWake <- struct{}{}:
+			default:
+			}
+		}
+		t, ok := <-waiting
+		if counted {
+			p.idle.Add(-1)
+		}
+		if !ok {
+			return
+		}
 		if p.free.Add(1) >= p.want.Load() {
 			select {
 			case p.freed <- struct{}{}:
@@ -868,4 +909,77 @@ func unwrapAll(err error) []error {
 		return m.WrappedErrors()
 	}
 	return []error{err}
+}
+
+// roomWait is how long fetched jobs may wait in the room while no worker
+// takes one (every worker is busy), before they are handed back to the
+// queue for another pool; roomTick is how often watchRoom looks; leanFor
+// is how long the pool then fetches only for idle workers.
+const (
+	roomWait = 500 * time.Millisecond
+	roomTick = roomWait / 4
+	leanFor  = 4 * roomWait
+)
+
+// watchRoom, until ctx ends, hands back the jobs waiting in the room when
+// no worker has taken one for roomWait while every worker is busy: the
+// pool fetched them ahead of its workers (to cover a fetch round trip),
+// and its handlers turned out to run long, so another pool with a free
+// worker should run them rather than let them wait behind. The jobs go
+// back as a release (no attempt counted, at the front of a list queue, at
+// the end of a stream) and the fetch loop then fetches only for idle
+// workers for leanFor. The watch costs nothing per job: a worker that takes
+// a job raises the room's free places, and places that stay as they are
+// while jobs wait mean no worker took one.
+func (p *Pool) watchRoom(ctx context.Context, waiting chan *task) {
+	tick := time.NewTicker(roomTick)
+	defer tick.Stop()
+	lastFree, stuck, lean := p.free.Load(), time.Duration(0), time.Duration(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if p.lean.Load() {
+			if lean += roomTick; lean >= leanFor {
+				p.lean.Store(false) // fetch ahead again; the watch goes on
+				lean = 0
+			}
+		}
+		free := p.free.Load()
+		if len(waiting) > 0 && free == lastFree {
+			stuck += roomTick
+		} else {
+			stuck = 0
+		}
+		lastFree = free
+		if stuck < roomWait {
+			continue
+		}
+		stuck = 0
+		var ts []*task
+		for len(ts) < cap(waiting) {
+			select {
+			case t, ok := <-waiting:
+				if ok {
+					ts = append(ts, t)
+					continue
+				}
+			default:
+			}
+			break
+		}
+		if len(ts) == 0 {
+			continue
+		}
+		p.lean.Store(true)
+		p.free.Add(int64(len(ts)))
+		select { // the fetch loop may wait for these places
+		case p.freed <- struct{}{}:
+		default:
+		}
+		p.log.Info("handed back jobs that waited behind busy workers", "jobs", len(ts), "waited", roomWait)
+		p.handBack(ts)
+	}
 }

@@ -346,3 +346,58 @@ func (i *Inspector) Workers(ctx context.Context) ([]*WorkerInfo, error) {
 	}
 	return ws, nil
 }
+
+// Pause pauses queue across the fleet: from at most broker.PauseLag after
+// it returns no pool fetches from it, and a pool hands back the jobs it
+// fetched ahead instead of starting them (within about twice that); running
+// jobs finish. The queue still takes enqueues and its timers are still
+// promoted. The pause is a key in Redis ({queue}:paused): it lasts, across
+// restarts of every process, until Resume.
+func (i *Inspector) Pause(ctx context.Context, queue string) error {
+	p, err := i.pauser("pause", queue)
+	if err != nil {
+		return err
+	}
+	if err := p.PauseQueue(ctx, queue); err != nil {
+		return fmt.Errorf("conveyor: inspector: %w", err)
+	}
+	return nil
+}
+
+// Resume lets the pools fetch from queue again, within broker.PauseLag.
+// Resuming a queue that is not paused does nothing.
+func (i *Inspector) Resume(ctx context.Context, queue string) error {
+	p, err := i.pauser("resume", queue)
+	if err != nil {
+		return err
+	}
+	if err := p.ResumeQueue(ctx, queue); err != nil {
+		return fmt.Errorf("conveyor: inspector: %w", err)
+	}
+	return nil
+}
+
+// Paused reports whether queue is paused.
+func (i *Inspector) Paused(ctx context.Context, queue string) (bool, error) {
+	p, err := i.pauser("paused", queue)
+	if err != nil {
+		return false, err
+	}
+	paused, err := p.QueuePaused(ctx, queue)
+	if err != nil {
+		return false, fmt.Errorf("conveyor: inspector: %w", err)
+	}
+	return paused, nil
+}
+
+// pauser returns the driver's broker.Pauser for op on queue.
+func (i *Inspector) pauser(op, queue string) (broker.Pauser, error) {
+	if err := checkQueue(op, queue); err != nil {
+		return nil, err
+	}
+	p, ok := i.d.(broker.Pauser)
+	if !ok || !i.d.Capabilities().Pause {
+		return nil, fmt.Errorf("conveyor: inspector: %s: driver %T cannot pause queues: %w", op, i.d, broker.ErrUnsupported)
+	}
+	return p, nil
+}

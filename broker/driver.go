@@ -28,6 +28,10 @@ type Capabilities struct {
 	// Discard: Consumer.Discard keeps the message in a discard queue. A
 	// driver with Discard implements Discards.
 	Discard bool
+	// Pause: a queue can be paused fleet-wide (the driver implements
+	// Pauser): while it is, no consumer's Fetch returns its messages, from
+	// at most PauseLag after PauseQueue returned.
+	Pause bool
 }
 
 // ConsumerOptions configure one Consumer. The zero value is valid.

@@ -70,6 +70,11 @@ type Pool struct {
 	lean     atomic.Bool
 	idle     atomic.Int64
 	idleWake chan struct{}
+	// paused is what the pool last learnt of its queue's pause (see
+	// watchRoom): while set, a worker hands a waiting job back instead of
+	// running it. A fetch that returns jobs clears it: the driver fetches
+	// nothing from a paused queue.
+	paused atomic.Bool
 
 	// handlersCancelled is set once the pool cancels every running job's
 	// context (the grace is over); a job starting after that starts
@@ -334,6 +339,9 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 		p.free.Add(-int64(n))
 		ds, err := p.cons.Fetch(ctx, n)
 		p.free.Add(int64(n - len(ds)))
+		if len(ds) > 0 && p.paused.Load() {
+			p.paused.Store(false)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -412,7 +420,7 @@ func (p *Pool) work(ctx, handlerCtx context.Context, waiting <-chan *task) {
 			default: // a wake-up is pending already
 			}
 		}
-		if ctx.Err() != nil { // stopping: do not start new jobs
+		if ctx.Err() != nil || p.paused.Load() { // stopping, or the queue paused: do not start new jobs
 			p.handBack([]*task{t})
 			continue
 		}
@@ -931,15 +939,36 @@ const (
 // workers for leanFor. The watch costs nothing per job: a worker that takes
 // a job raises the room's free places, and places that stay as they are
 // while jobs wait mean no worker took one.
+//
+// While jobs wait in the room it also asks, at most once per
+// broker.PauseLag, whether the queue was paused (a driver that implements
+// broker.Pauser); if so, the room's jobs go back at once and the workers
+// hand back any they take, so no job starts more than about twice
+// broker.PauseLag after a pause.
 func (p *Pool) watchRoom(ctx context.Context, waiting chan *task) {
 	tick := time.NewTicker(roomTick)
 	defer tick.Stop()
 	lastFree, stuck, lean := p.free.Load(), time.Duration(0), time.Duration(0)
+	pz, _ := p.d.(broker.Pauser)
+	if !p.d.Capabilities().Pause {
+		pz = nil
+	}
+	var asked time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		}
+		if pz != nil && len(waiting) > 0 && time.Since(asked) >= broker.PauseLag {
+			asked = time.Now()
+			if paused, err := pz.QueuePaused(ctx, p.cfg.Queue); err == nil && paused {
+				p.paused.Store(true)
+				if ts := drainRoom(waiting); len(ts) > 0 {
+					p.giveBack(ts, "handed back waiting jobs: the queue is paused")
+				}
+				continue
+			}
 		}
 		if p.lean.Load() {
 			if lean += roomTick; lean >= leanFor {
@@ -958,28 +987,38 @@ func (p *Pool) watchRoom(ctx context.Context, waiting chan *task) {
 			continue
 		}
 		stuck = 0
-		var ts []*task
-		for len(ts) < cap(waiting) {
-			select {
-			case t, ok := <-waiting:
-				if ok {
-					ts = append(ts, t)
-					continue
-				}
-			default:
+		if ts := drainRoom(waiting); len(ts) > 0 {
+			p.lean.Store(true)
+			p.giveBack(ts, "handed back jobs that waited behind busy workers")
+		}
+	}
+}
+
+// drainRoom takes every job waiting in the room, without blocking.
+func drainRoom(waiting chan *task) []*task {
+	var ts []*task
+	for len(ts) < cap(waiting) {
+		select {
+		case t, ok := <-waiting:
+			if ok {
+				ts = append(ts, t)
+				continue
 			}
-			break
-		}
-		if len(ts) == 0 {
-			continue
-		}
-		p.lean.Store(true)
-		p.free.Add(int64(len(ts)))
-		select { // the fetch loop may wait for these places
-		case p.freed <- struct{}{}:
 		default:
 		}
-		p.log.Info("handed back jobs that waited behind busy workers", "jobs", len(ts), "waited", roomWait)
-		p.handBack(ts)
+		break
 	}
+	return ts
+}
+
+// giveBack hands back jobs drainRoom took from the room, freeing their
+// places.
+func (p *Pool) giveBack(ts []*task, msg string) {
+	p.free.Add(int64(len(ts)))
+	select { // the fetch loop may wait for these places
+	case p.freed <- struct{}{}:
+	default:
+	}
+	p.log.Info(msg, "jobs", len(ts))
+	p.handBack(ts)
 }

@@ -38,6 +38,7 @@ func extend(c broker.Capabilities) bool      { return c.Extend && c.AtLeastOnce 
 func discard(c broker.Capabilities) bool     { return c.Discard && c.AtLeastOnce }
 func delays(c broker.Capabilities) bool      { return c.Delay }
 func retryLater(c broker.Capabilities) bool  { return c.Delay && c.AtLeastOnce }
+func pauses(c broker.Capabilities) bool      { return c.Pause }
 func lacksSomething(c broker.Capabilities) bool {
 	return !c.AtLeastOnce || !c.Delay || !c.Extend || !c.Discard
 }
@@ -91,6 +92,7 @@ var tests = []test{
 	{"HostileQueueNames", always, "", testHostileQueueNames},
 	{"InvalidMessages", always, "", testInvalidMessages},
 	{"Check", always, "", testCheck},
+	{"Pause", pauses, "Pause", testPause},
 }
 
 // Run runs the conformance suite on the drivers f builds, as parallel

@@ -28,6 +28,7 @@ func needs(prefix string) []redischeck.Need {
 	k := newQueueKeys(prefix, redischeck.ProbeQueue)
 	key := redischeck.Key
 	return append(append(redischeck.Durable(prefix),
+		key(k.paused, "EXISTS", k.paused),
 		key(k.ready, "LPUSH", k.ready, "m"),
 		key(k.ready, "RPUSH", k.ready, "m"),
 		key(k.ready, "RPOP", k.ready),

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/pause"
 	"github.com/conveyorq/conveyor/internal/script"
 )
 
@@ -124,6 +125,14 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 		}
 		if len(ds) > 0 {
 			return ds, nil
+		}
+		if hint == paused {
+			// A blocking wait would return at once on a queue with jobs:
+			// look again after broker.PauseLag.
+			if err := pause.Wait(ctx, c.done); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		if err := c.wait(ctx, hint); err != nil {
 			return nil, err

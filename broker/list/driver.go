@@ -14,6 +14,7 @@ import (
 	"github.com/conveyorq/conveyor/internal/discards"
 	"github.com/conveyorq/conveyor/internal/inspect"
 	"github.com/conveyorq/conveyor/internal/keys"
+	"github.com/conveyorq/conveyor/internal/pause"
 	"github.com/conveyorq/conveyor/internal/registry"
 	"github.com/conveyorq/conveyor/internal/timers"
 	"github.com/conveyorq/conveyor/internal/workers"
@@ -39,6 +40,7 @@ type Driver struct {
 	*discards.Keeper   // broker.Discards, see discards.go
 	*inspect.Inspector // broker.Inspector, see inspect.go
 	*workers.Registry  // broker.WorkerRegistry
+	*pause.Pauser      // broker.Pauser
 }
 
 var _ broker.Driver = (*Driver)(nil)
@@ -57,12 +59,13 @@ func New(client redis.UniversalClient, cfg *Config) (*Driver, error) {
 	d.Keeper = d.discardKeeper()
 	d.Inspector = d.inspector()
 	d.Registry = workers.New(client, c.Prefix)
+	d.Pauser = pause.New(client, c.Prefix)
 	return d, nil
 }
 
 // Capabilities reports what the list driver promises.
 func (d *Driver) Capabilities() broker.Capabilities {
-	return broker.Capabilities{AtLeastOnce: true, FIFO: true, Delay: true, Extend: true, Discard: true}
+	return broker.Capabilities{AtLeastOnce: true, FIFO: true, Delay: true, Extend: true, Discard: true, Pause: true}
 }
 
 // Open returns a consumer of queue. Its only I/O is adding queue to the
@@ -99,10 +102,10 @@ func (d *Driver) keys(queue string) *queueKeys {
 // queueKeys holds the keys of one queue, and the KEYS list of each script,
 // built once (go-redis copies them into each command).
 type queueKeys struct {
-	ready, lease, inflight, reclaimed, delayed, dead, dropped, expired, stats string
-	timers                                                                    timers.Keys
-	discards                                                                  discards.Keys
-	promoteTo                                                                 timers.Target
+	ready, lease, inflight, reclaimed, delayed, dead, dropped, expired, stats, paused string
+	timers                                                                            timers.Keys
+	discards                                                                          discards.Keys
+	promoteTo                                                                         timers.Target
 
 	enqueue, fetch, ack, retry, release, discard, extend, reap []string
 }
@@ -116,6 +119,7 @@ func newQueueKeys(prefix, queue string) *queueKeys {
 		inflight:  q.Part("inflight"),
 		reclaimed: q.Part("reclaimed"),
 		stats:     q.Part("stats"),
+		paused:    pause.Key(prefix, queue),
 		timers:    timers.QueueKeys(prefix, queue),
 		discards:  discards.QueueKeys(prefix, queue),
 	}
@@ -123,7 +127,7 @@ func newQueueKeys(prefix, queue string) *queueKeys {
 	k.delayed = k.timers.Delayed
 	k.promoteTo = timers.Target{Key: k.ready}
 	k.enqueue = []string{k.ready, k.delayed, k.lease, k.timers.Timers}
-	k.fetch = []string{k.ready, k.lease, k.inflight, k.dead, k.dropped, k.expired, k.reclaimed}
+	k.fetch = []string{k.ready, k.lease, k.inflight, k.dead, k.dropped, k.expired, k.reclaimed, k.paused}
 	k.ack = []string{k.lease, k.inflight, k.stats, k.reclaimed}
 	k.retry = []string{k.ready, k.lease, k.inflight, k.delayed, k.timers.Timers, k.stats, k.reclaimed}
 	k.release = []string{k.ready, k.lease, k.inflight, k.reclaimed}

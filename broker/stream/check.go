@@ -47,6 +47,7 @@ func (d *Driver) needs() []redischeck.Need {
 		key("XCLAIM", s, g, "c", "0", "0-1"),
 		key("XAUTOCLAIM", s, g, "c", "0", "0"),
 		key("EXISTS", s),
+		redischeck.Key(k.paused, "EXISTS", k.paused),
 		key("DEL", s),
 	), append(reclaims.Needs(k.reclaimed), workers.Needs(d.cfg.Prefix)...)...)
 }

@@ -46,6 +46,11 @@ type consumer struct {
 	// owns.
 	reading sync.RWMutex
 
+	// pausedVal is whether the queue was paused when pauseSeen last asked
+	// Redis (see paused).
+	pausedVal bool
+	pauseSeen time.Time
+
 	// blockHook, when set (by tests), runs just before a blocking read.
 	blockHook func()
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/conveyorq/conveyor/internal/discards"
 	"github.com/conveyorq/conveyor/internal/inspect"
 	"github.com/conveyorq/conveyor/internal/keys"
+	"github.com/conveyorq/conveyor/internal/pause"
 	"github.com/conveyorq/conveyor/internal/registry"
 	"github.com/conveyorq/conveyor/internal/timers"
 	"github.com/conveyorq/conveyor/internal/workers"
@@ -34,6 +35,7 @@ type Driver struct {
 	*discards.Keeper   // broker.Discards, see discards.go
 	*inspect.Inspector // broker.Inspector, see inspect.go
 	*workers.Registry  // broker.WorkerRegistry
+	*pause.Pauser      // broker.Pauser
 }
 
 var _ broker.Driver = (*Driver)(nil)
@@ -53,6 +55,7 @@ func New(rdb redis.UniversalClient, cfg *Config) (*Driver, error) {
 	d.Keeper = d.discardKeeper()
 	d.Inspector = d.inspector()
 	d.Registry = workers.New(rdb, c.Prefix)
+	d.Pauser = pause.New(rdb, c.Prefix)
 	return d, nil
 }
 
@@ -64,6 +67,7 @@ func (d *Driver) Capabilities() broker.Capabilities {
 		Delay:       true,
 		Extend:      true,
 		Discard:     true,
+		Pause:       true,
 	}
 }
 
@@ -118,9 +122,9 @@ func (d *Driver) Stats() Stats {
 
 // queueKeys holds the keys of one queue.
 type queueKeys struct {
-	stream, delayed, dead, deadDropped, deadExpired, stats, prune, reclaimed string
-	timers                                                                   timers.Keys
-	discards                                                                 discards.Keys
+	stream, delayed, dead, deadDropped, deadExpired, stats, prune, reclaimed, paused string
+	timers                                                                           timers.Keys
+	discards                                                                         discards.Keys
 }
 
 func (d *Driver) keys(queue string) queueKeys {
@@ -128,5 +132,6 @@ func (d *Driver) keys(queue string) queueKeys {
 	t := timers.QueueKeys(d.cfg.Prefix, queue)
 	dk := discards.QueueKeys(d.cfg.Prefix, queue)
 	return queueKeys{stream: k.Part("stream"), delayed: t.Delayed, dead: dk.Dead, deadDropped: dk.Dropped, deadExpired: dk.Expired,
-		stats: k.Part("stats"), prune: k.Part("prune"), reclaimed: k.Part("reclaimed"), timers: t, discards: dk}
+		stats: k.Part("stats"), prune: k.Part("prune"), reclaimed: k.Part("reclaimed"),
+		paused: pause.Key(d.cfg.Prefix, queue), timers: t, discards: dk}
 }

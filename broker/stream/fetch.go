@@ -12,6 +12,7 @@ import (
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/codec"
+	"github.com/conveyorq/conveyor/internal/pause"
 	"github.com/conveyorq/conveyor/internal/script"
 )
 
@@ -42,6 +43,20 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		if c.knownPaused() {
+			// Paused when last asked: read nothing until it is not.
+			if p, err := c.paused(ctx); err != nil {
+				return nil, fmt.Errorf("stream: fetch: %w", err)
+			} else if p {
+				if err := pause.Wait(ctx, c.done); err != nil {
+					if errors.Is(err, broker.ErrClosed) {
+						err = fmt.Errorf("stream: fetch: %w", err)
+					}
+					return nil, err
+				}
+				continue
+			}
+		}
 		r, err := c.fetchOnce(ctx, max)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -50,6 +65,9 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 			return nil, fmt.Errorf("stream: fetch: %w", err)
 		}
 		if len(r.ds) > 0 {
+			if c.pausedAfterRead(ctx, r.ds) {
+				continue
+			}
 			return r.ds, nil
 		}
 		if r.read > 0 || r.poisoned > 0 {
@@ -66,6 +84,9 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 			return nil, err
 		}
 		if len(ds) > 0 {
+			if c.pausedAfterRead(ctx, ds) {
+				continue
+			}
 			return ds, nil
 		}
 	}
@@ -430,6 +451,52 @@ func (c *consumer) readBlocking(ctx context.Context, max int, wait time.Duration
 		}
 	}
 	return ds, nil
+}
+
+// A consumer learns that its queue is paused when a read returns entries:
+// it then asks Redis (EXISTS of the pause key, at most once per
+// broker.PauseLag), hands the entries back if the queue is paused, and reads
+// nothing more until a look, once per PauseLag, finds it resumed. An idle
+// consumer (reads that return nothing) so sends no command for pauses.
+
+// knownPaused reports whether the queue was paused when last asked.
+func (c *consumer) knownPaused() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pausedVal
+}
+
+// pausedAfterRead hands ds back and reports true when the queue is paused:
+// the read may have begun before the pause, or the consumer had not asked
+// for a while.
+func (c *consumer) pausedAfterRead(ctx context.Context, ds []*broker.Delivery) bool {
+	p, err := c.paused(ctx)
+	if err != nil || !p {
+		return false // Redis did not say: the entries were read in good faith
+	}
+	c.handBack(ds)
+	c.unhold(ds)
+	return true
+}
+
+// paused reports whether the queue is paused, asking Redis (EXISTS of its
+// pause key) at most once per broker.PauseLag.
+func (c *consumer) paused(ctx context.Context) (bool, error) {
+	c.mu.Lock()
+	if time.Since(c.pauseSeen) < broker.PauseLag {
+		p := c.pausedVal
+		c.mu.Unlock()
+		return p, nil
+	}
+	c.mu.Unlock()
+	n, err := c.d.rdb.Exists(ctx, c.keys.paused).Result()
+	if err != nil {
+		return false, fmt.Errorf("is the queue paused: %w", err)
+	}
+	c.mu.Lock()
+	c.pausedVal, c.pauseSeen = n == 1, time.Now()
+	c.mu.Unlock()
+	return n == 1, nil
 }
 
 // handBack releases deliveries read after Fetch's caller gave up.

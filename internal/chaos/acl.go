@@ -43,6 +43,8 @@ var aclCommands = map[string][]string{
 		"hget", "get", "lrange", "lpos", "lset", "lrem", "sscan",
 		// The worker registry (internal/workers): a pool's beats.
 		"srem", "del",
+		// The pause key, read first by fetch.lua.
+		"exists",
 	},
 	"stream": {
 		"ping", "evalsha", "eval", "xadd", "xreadgroup", "xread", "exists", "xgroup|create", "sadd", "subscribe",

@@ -61,4 +61,19 @@ type Delivery struct {
 	// Group names the consumer group that holds the lease, for drivers that
 	// have groups (the stream driver); empty otherwise.
 	Group string
+	// LastChance is set on a delivery whose next lease expiry would make
+	// it poison (its Recoveries are one short of the driver's
+	// MaxRecoveries, see IsLastChance): the driver leased it alone, and a
+	// worker pool fetches nothing more while it runs, so that if it kills
+	// its worker again, no other job dies with it. Earlier recoveries run
+	// in batches, as any job.
+	LastChance bool
+}
+
+// IsLastChance reports whether a message with recoveries lease expiries
+// behind it is on its last chance under the poison cap maxRecoveries: one
+// more expiry makes it poison. Never under a cap below 2 (a cap of 1 makes
+// every first expiry fatal; none turns poison off).
+func IsLastChance(recoveries, maxRecoveries int) bool {
+	return maxRecoveries >= 2 && recoveries >= 1 && recoveries >= maxRecoveries-1
 }

@@ -44,12 +44,13 @@ type Pool struct {
 	mu      sync.Mutex
 	running map[*broker.Delivery]*task
 	wg      sync.WaitGroup
-	// suspects counts held jobs with Recoveries > 0 (a worker died holding
-	// each, now or in an earlier delivery); while there is one, the pool
-	// fetches nothing more for up to a HeartbeatInterval, so that a poison
-	// job does not take jobs fetched after it down with it and count a
-	// recovery on them too. suspectDone is signalled when the count drops
-	// to 0.
+	// suspects counts held jobs on their last chance (Delivery.LastChance:
+	// one more lease expiry makes them poison); while there is one, the
+	// pool fetches nothing more for up to a HeartbeatInterval, so that a
+	// poison job does not take jobs fetched after it down with it and count
+	// a recovery on them too. Jobs with fewer recoveries run in batches, so
+	// a crash's jobs are recovered at full speed. suspectDone is signalled
+	// when the count drops to 0.
 	suspects    int
 	suspectDone chan struct{}
 
@@ -371,7 +372,7 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 			t.d, t.vt = d, p.leaseFor(d)
 			t.job = conveyor.NewJob(d, settler{p: p, t: t})
 			p.running[d] = t
-			if d.Recoveries > 0 {
+			if d.LastChance {
 				p.suspects++
 			}
 		}
@@ -792,7 +793,7 @@ func (p *Pool) forget(d *broker.Delivery) {
 		return
 	}
 	delete(p.running, d)
-	if d.Recoveries > 0 {
+	if d.LastChance {
 		p.suspects--
 		if p.suspects == 0 {
 			select {

@@ -299,6 +299,11 @@ func (c *memConsumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, e
 			if e.raw != nil && !d.decodeRaw(q, i, e, now) {
 				continue
 			}
+			// A message on its last chance is leased alone.
+			last := broker.IsLastChance(e.msg.Recoveries, broker.DefaultMaxRecoveries) && d.mutant != "nolastchance"
+			if last && len(out) > 0 {
+				break
+			}
 			// The duplicate mutant leaves a first delivery in the ready list.
 			if d.mutant != "duplicate" || e.token != "" {
 				q.ready = slices.Delete(q.ready, i, i+1)
@@ -309,8 +314,8 @@ func (c *memConsumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, e
 			}
 			e.deadline = now.Add(c.vt)
 			q.inflight[e.receipt] = e
-			out = append(out, &broker.Delivery{Message: e.msg, Receipt: e.receipt, Token: e.token, LeaseDeadline: e.deadline})
-			if d.mutant == "onlyone" {
+			out = append(out, &broker.Delivery{Message: e.msg, Receipt: e.receipt, Token: e.token, LeaseDeadline: e.deadline, LastChance: last})
+			if d.mutant == "onlyone" || last {
 				break
 			}
 		}

@@ -1,6 +1,7 @@
 package brokertest
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -42,5 +43,52 @@ func testPoison(t *testing.T, e *env) {
 	}
 	if got.ID != m.ID || got.Recoveries != broker.DefaultMaxRecoveries || got.Attempt != 0 {
 		t.Errorf("discarded %s with Recoveries %d, Attempt %d; want %s, %d, 0", got.ID, got.Recoveries, got.Attempt, m.ID, broker.DefaultMaxRecoveries)
+	}
+}
+
+// testRecoveredInBatches: messages whose leases ran out together (their
+// worker died holding them) come back together, in one fetch, while one
+// more expiry would not make them poison; once it would (their last
+// chance, Delivery.LastChance), each comes alone, so that a poison message
+// among them dies alone.
+func testRecoveredInBatches(t *testing.T, e *env) {
+	const q = "victims"
+	const n = 3
+	msgs := make([]*broker.Message, n)
+	for i := range msgs {
+		msgs[i] = NewMessage(q, i)
+	}
+	Enqueue(t, e.d, msgs...)
+	opts := &broker.ConsumerOptions{VisibilityTimeout: shortLease}
+	// A new consumer each round, as a restarted worker would be; nothing is
+	// settled, as when the worker is killed.
+	for round := range broker.DefaultMaxRecoveries - 1 {
+		c := Open(t, e.d, q, opts)
+		ds := Fetch(t, c, n, 10*time.Second)
+		if len(ds) != n {
+			t.Fatalf("round %d: one fetch returned %v, want all %d messages", round, IDs(ds), n)
+		}
+		for _, d := range ds {
+			if d.Recoveries != round || d.LastChance {
+				t.Fatalf("round %d: %s with Recoveries %d, LastChance %v; want %d, false", round, d.ID, d.Recoveries, d.LastChance, round)
+			}
+		}
+	}
+	// Their last chance: one at a time.
+	c := Open(t, e.d, q, opts)
+	seen := map[string]bool{}
+	for range n {
+		ds := Fetch(t, c, n, 10*time.Second)
+		if len(ds) != 1 {
+			t.Fatalf("on their last chance: a fetch returned %v, want one message alone", IDs(ds))
+		}
+		d := ds[0]
+		if d.Recoveries != broker.DefaultMaxRecoveries-1 || !d.LastChance || seen[d.ID] {
+			t.Fatalf("last chance: %s with Recoveries %d, LastChance %v (seen before: %v)", d.ID, d.Recoveries, d.LastChance, seen[d.ID])
+		}
+		seen[d.ID] = true
+		if err := c.Ack(context.Background(), d); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

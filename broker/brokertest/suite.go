@@ -61,6 +61,7 @@ var tests = []test{
 	{"UniqueKey", atLeastOnce, "AtLeastOnce", testUniqueKey},
 	{"Discard", discard, "Discard and AtLeastOnce", testDiscard},
 	{"PoisonDiscarded", discard, "Discard and AtLeastOnce", testPoison},
+	{"RecoveredInBatches", discard, "Discard and AtLeastOnce", testRecoveredInBatches},
 	{"UndecodableDiscarded", discard, "Discard and AtLeastOnce", testUndecodable},
 	{"DiscardsInspect", discard, "Discard and AtLeastOnce", testDiscardsInspect},
 	{"DiscardsRedriveOne", discard, "Discard and AtLeastOnce", testDiscardsRedriveOne},

@@ -52,6 +52,7 @@ func TestMutantsFail(t *testing.T) {
 		{"releasecounts", "Release"},
 		{"discardkeeps", "Discard"},
 		{"nopoison", "PoisonDiscarded"},
+		{"nolastchance", "RecoveredInBatches"},
 		{"undecodableheld", "UndecodableDiscarded"},
 		{"listoldestfirst", "DiscardsInspect"},
 		{"redrivekeepsattempt", "DiscardsRedriveOne"},

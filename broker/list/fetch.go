@@ -83,6 +83,7 @@ func (c *consumer) fetchOnce(ctx context.Context, max int) ([]*broker.Delivery, 
 		}
 		d.Queue = c.queue
 		d.LeaseDeadline = deadline
+		d.LastChance = broker.IsLastChance(d.Recoveries, c.d.cfg.MaxRecoveries)
 		out = append(out, d)
 	}
 	if len(out) == 0 {

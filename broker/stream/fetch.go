@@ -303,6 +303,7 @@ func (c *consumer) decode(ctx context.Context, d *broker.Delivery, id string, co
 	}
 	// A delivery count above 1 means earlier leases of this entry expired.
 	d.Recoveries += int(count - 1)
+	d.LastChance = broker.IsLastChance(d.Recoveries, c.d.cfg.MaxRecoveries)
 	return true
 }
 

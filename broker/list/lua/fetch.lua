@@ -6,10 +6,14 @@
 -- "<ARGV[7]>,<len(id)>:<id>" (see lib.lua), or, when two messages of the
 -- batch share an ID, "<ARGV[7]>.<k>,<len(id)>:<id>" for the k-th: a lease
 -- ZSET member and an inflight HASH field whose value is the message as
--- popped, unchanged. A message with recoveries (its last worker died
--- holding it) is leased alone, and ends the batch: if it is poison, the
--- messages fetched with it must not die with it and count a recovery too;
--- the rest go back to the front of ready, in order.
+-- popped, unchanged. A message on its last chance (its recoveries one short
+-- of the poison cap ARGV[5], when that is 2 or more: broker.IsLastChance)
+-- is leased alone, and ends the batch: if it is poison, the messages
+-- fetched with it must not die with it and count a recovery too; the rest
+-- go back to the front of ready, in order. Messages with fewer recoveries
+-- (a crash's innocent victims, mostly) are leased in batches like any, so
+-- a fleet recovers at full speed; a poison message among them takes its
+-- batch down with it until its recoveries reach the last chance.
 --
 -- KEYS[1] <prefix>:{<queue>}:ready         LIST of stored messages; LPUSH in, RPOP out
 -- KEYS[2] <prefix>:{<queue>}:lease         ZSET receipt of a delivery in flight,
@@ -75,6 +79,11 @@ local deadline = now + vt
 -- printf("%.17g"), once per member; this formats it once per call.
 local score = tostring(deadline)
 local token = ARGV[7]
+-- lastrec: the recoveries of a message on its last chance (nil: none is).
+local lastrec
+if tonumber(ARGV[5]) >= 2 then
+  lastrec = tonumber(ARGV[5]) - 1
+end
 local out = {deadline, -1, reclaimed, poisoned, 0, 0}
 local vs = redis.call('RPOP', ready, max)
 if vs then
@@ -91,11 +100,10 @@ if vs then
     if not rec then
       discard(dl, now, MALFORMED, v)
       out[5] = out[5] + 1
-    elseif rec ~= '0' and #out > HEAD then
-      -- A recovered message (its last worker died holding it) is leased
-      -- alone: if it is poison, the jobs fetched with it must not die with
-      -- it and be counted as recovered too. It and the rest go back to the
-      -- front, in order.
+    elseif rec ~= '0' and lastrec and tonumber(rec) >= lastrec and #out > HEAD then
+      -- A message on its last chance is leased alone: if it is poison,
+      -- the jobs fetched with it must not die with it and be counted as
+      -- recovered too. It and the rest go back to the front, in order.
       back_from(vs, i)
       break
     else
@@ -105,7 +113,7 @@ if vs then
       hset[#hset + 1] = r
       hset[#hset + 1] = v
       out[#out + 1] = v
-      if rec ~= '0' then
+      if rec ~= '0' and lastrec and tonumber(rec) >= lastrec then
         back_from(vs, i + 1)
         break
       end

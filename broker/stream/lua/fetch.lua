@@ -1,11 +1,17 @@
 -- fetch.lua: take up to max messages for one consumer, without blocking.
 --
--- In order: when ARGV[5] is a cursor, take over one entry idle longer than
--- the visibility timeout with XAUTOCLAIM ... COUNT 1 (which also drops
--- entries deleted while pending from the PEL and names them: they are
--- returned so the caller reports them); when that delivers nothing, read new
--- entries with XREADGROUP ... > (non-blocking). A taken-over entry is
--- delivered alone, so a poison entry cannot take others down with it.
+-- In order: when ARGV[5] is a cursor, take over up to max entries idle
+-- longer than the visibility timeout with one XAUTOCLAIM ... COUNT max
+-- (which also drops entries deleted while pending from the PEL and names
+-- them: they are returned so the caller reports them); when that delivers
+-- nothing, read new entries with XREADGROUP ... > (non-blocking).
+-- Taken-over entries are delivered in a batch, so a fleet recovers at full
+-- speed, except an entry on its last chance (one more expiry makes it
+-- poison: its lease expiries one short of ARGV[6], when that is 2 or more;
+-- broker.IsLastChance), which is delivered alone, so that if it is poison
+-- no entry dies with it. Entries the call took over but does not deliver
+-- (beside a last-chance one) are put back as they were, idle and with
+-- their delivery count, for the next takeover (XCLAIM ... IDLE RETRYCOUNT).
 --
 -- Poison cap (DESIGN invariant 3): a taken-over entry has had
 -- <stored recoveries> + <delivery count after the claim> - 1 lease expiries.
@@ -51,8 +57,8 @@
 --   then p pairs: poisoned entry ID, message ID ("" if the message does not parse)
 --   then per message three items: entry ID, delivery count (what fences the
 --   delivery, with the owner), encoded message ("" if the entry has no field "m")
--- Bounded: at most ARGV[3] XAUTOCLAIM steps of COUNT 1, reclaiming (and so
--- poison-discarding) one entry; read ARGV[3].
+-- Bounded: one XAUTOCLAIM of COUNT ARGV[3] (it scans at most ten times
+-- that many pending entries), one XPENDING per entry it claims; read ARGV[3].
 local stream, dead = KEYS[1], KEYS[2]
 local group, me = ARGV[1], ARGV[2]
 local max = tonumber(ARGV[3])
@@ -71,28 +77,26 @@ local got = 0
 local ds = {}
 
 if ARGV[5] ~= '' then
-  -- One at a time: a taken-over entry (its worker died holding it) is
-  -- delivered alone, so that if it is poison the entries fetched with it
-  -- do not die with it and count a recovery too. COUNT 1 scans only ten
-  -- pending entries, so the pass goes on (at most ARGV[3] steps) until it
-  -- claims one or ends.
-  local r, cursor, deleted = nil, ARGV[5], {}
-  for _ = 1, math.max(max, 1) do
-    r = redis.call('XAUTOCLAIM', stream, group, me, ARGV[4], cursor, 'COUNT', 1)
-    for _, id in ipairs(r[3] or {}) do
-      deleted[#deleted + 1] = id
-    end
-    cursor = r[1]
-    if #r[2] > 0 or cursor == '0-0' then
-      break
-    end
+  -- COUNT max scans at most ten times max pending entries; a pass that
+  -- claims nothing goes on from the cursor in the caller's next round.
+  local deleted = {}
+  local r = redis.call('XAUTOCLAIM', stream, group, me, ARGV[4], ARGV[5], 'COUNT', math.max(max, 1))
+  for _, id in ipairs(r[3] or {}) do
+    deleted[#deleted + 1] = id
   end
+  local cursor = r[1]
   out[1] = cursor
   out[4] = #deleted
   for i = 1, #deleted do
     out[#out + 1] = deleted[i]
   end
   local poisoned, records, taken = {}, {}, {}
+  -- lastrec: the lease expiries of an entry on its last chance (nil: none
+  -- is); alone: a last-chance entry is delivered, nothing goes with it.
+  local lastrec, alone = nil, false
+  if maxRecoveries >= 2 then
+    lastrec = maxRecoveries - 1
+  end
   for _, e in ipairs(r[2]) do
     local id = e[1]
     local p = redis.call('XPENDING', stream, group, id, id, 1)[1]
@@ -123,11 +127,15 @@ if ARGV[5] ~= '' then
       records[#records + 1] = {n, m}
       out[#out + 1] = id
       out[#out + 1] = mid
+    elseif alone or (lastrec and n >= 1 and n >= lastrec and got > 0) then
+      -- Not beside a last-chance entry: back as it was before the claim.
+      redis.call('XCLAIM', stream, group, me, 0, id, 'IDLE', ARGV[4], 'RETRYCOUNT', count - 1, 'JUSTID')
     else
       ds[#ds + 1] = id
       ds[#ds + 1] = count
       ds[#ds + 1] = m
       got = got + 1
+      alone = lastrec ~= nil and n >= 1 and n >= lastrec
     end
   end
   if #taken > 0 then

@@ -51,12 +51,12 @@ func TestParseBenchFlags(t *testing.T) {
 	t.Parallel()
 	o, err := parseBench([]string{"-n", "500", "-payload", "64", "-concurrency", "8", "-batch", "10",
 		"-driver", "stream", "-workload", "memory, e2e,memory", "-redis", "redis://h:1/3", "-json", "-prefix", "p1",
-		"-rate", "100", "-duration", "1s", "-timers", "50", "-window", "500ms", "-idle", "2s"}, &bytes.Buffer{}, noEnv)
+		"-rate", "100", "-duration", "1s", "-timers", "50", "-window", "500ms", "-idle", "2s", "-pools", "7"}, &bytes.Buffer{}, noEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := benchkit.Config{N: 500, Payload: 64, Concurrency: 8, Batch: 10, Rate: 100, Duration: time.Second,
-		Timers: 50, Window: 500 * time.Millisecond, Idle: 2 * time.Second, Timeout: 5 * time.Minute}
+		Timers: 50, Window: 500 * time.Millisecond, Idle: 2 * time.Second, Pools: 7, Timeout: 5 * time.Minute}
 	if o.cfg != want {
 		t.Errorf("cfg = %+v, want %+v", o.cfg, want)
 	}
@@ -122,7 +122,7 @@ func TestBenchRunsEveryWorkload(t *testing.T) {
 			prefix := redistest.Prefix(t) // cleaned by the test too, should the run leave keys
 			var stdout, stderr bytes.Buffer
 			args := []string{"-driver", driver, "-workload", "all", "-n", "200", "-concurrency", "10", "-batch", "20",
-				"-rate", "500", "-duration", "200ms", "-timers", "200", "-window", "200ms", "-idle", "1100ms",
+				"-rate", "500", "-duration", "200ms", "-timers", "200", "-window", "200ms", "-idle", "1100ms", "-pools", "5",
 				"-timeout", "30s", "-redis", url, "-prefix", prefix, "-json"}
 			if err := runBench(t.Context(), args, &stdout, &stderr); err != nil {
 				t.Fatalf("bench: %v\nstderr: %s", err, stderr.String())
@@ -174,6 +174,17 @@ func TestBenchRunsEveryWorkload(t *testing.T) {
 				t.Errorf("%v timers ran early", early.Value)
 			}
 			positive("delay", "lateness p99")
+			// The fleet's figures are the whole server's (other tests share
+			// it): present and positive is what this run can check.
+			for _, n := range []string{"1", "5"} {
+				positive("fleet", "idle commands ("+n+" pools)")
+				positive("fleet", "commands per job ("+n+" pools)")
+				positive("fleet", "commands per delayed job ("+n+" pools)")
+				if early, _ := byName["fleet"].Metric("early (" + n + " pools)"); early.Value != 0 {
+					t.Errorf("fleet of %s: %v timers ran early", n, early.Value)
+				}
+			}
+			positive("fleet", "commands per job, 5 pools vs 1")
 			// used_memory is the whole server's: on the shared test Redis,
 			// other tests (and the other driver's subtest) free and take
 			// memory during the delta, which over 200 jobs can even be

@@ -29,7 +29,8 @@ type Config struct {
 	Batch int `json:"batch"`
 	// Rate is the latency workload's jobs per second. Defaults to 2,000.
 	Rate int `json:"rate"`
-	// Duration is how long the latency workload enqueues. Defaults to 5s.
+	// Duration is how long the latency and fleet workloads enqueue.
+	// Defaults to 5s.
 	Duration time.Duration `json:"duration"`
 	// Timers is how many timers the delay workload schedules. Defaults to
 	// 10,000.
@@ -37,8 +38,11 @@ type Config struct {
 	// Window is the span the delay workload's due times are spread over,
 	// starting one second after they are enqueued. Defaults to 2s.
 	Window time.Duration `json:"window"`
-	// Idle is how long the idle workload counts commands. Defaults to 5s.
+	// Idle is how long the idle and fleet workloads count commands.
+	// Defaults to 5s.
 	Idle time.Duration `json:"idle"`
+	// Pools is the fleet workload's number of pools. Defaults to 200.
+	Pools int `json:"pools"`
 	// Timeout bounds the wait for a workload's jobs to run. Defaults to 5m.
 	Timeout time.Duration `json:"timeout"`
 }
@@ -65,6 +69,7 @@ func (c Config) WithDefaults() (Config, error) {
 	def(&c.Timers, 10_000)
 	defD(&c.Window, 2*time.Second)
 	defD(&c.Idle, 5*time.Second)
+	def(&c.Pools, 200)
 	defD(&c.Timeout, 5*time.Minute)
 	switch {
 	case c.N < 1:
@@ -85,6 +90,8 @@ func (c Config) WithDefaults() (Config, error) {
 		return c, fmt.Errorf("window %s: negative", c.Window)
 	case c.Idle < 100*time.Millisecond:
 		return c, fmt.Errorf("idle %s: want at least 100ms", c.Idle)
+	case c.Pools < 1 || c.Pools > 10_000:
+		return c, fmt.Errorf("pools %d: want 1 to 10000", c.Pools)
 	case c.Timeout <= 0:
 		return c, fmt.Errorf("timeout %s: want a positive duration", c.Timeout)
 	}

@@ -32,6 +32,7 @@ func Workloads() []Workload {
 		{"delay", "-timers timers due over -window from 1s ahead, run by a pool; handler start minus due time", delayLateness},
 		{"memory", "INFO used_memory delta over -n pending jobs, per job", memory},
 		{"idle", "commands per second an idle pool sends (a counting client hook, over -idle)", idle},
+		{"fleet", "-pools pools of concurrency 1 on one queue, each with its own client, against 1 pool: the server's commands/s while idle (over -idle), its commands and CPU per job at one job per 20ms for -duration, plain and delayed 300ms, and lateness (INFO commandstats and cpu: use a Redis nothing else uses)", fleet},
 	}
 }
 
@@ -461,6 +462,8 @@ func goals(workload, system string, cfg Config, ms []Metric) []Metric {
 			ms[i] = m.withGoal("<=", 160)
 		case workload == "idle":
 			ms[i] = m.withGoal("<=", 5)
+		case workload == "fleet":
+			ms[i] = fleetGoal(cfg, m)
 		}
 	}
 	return ms

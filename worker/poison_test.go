@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/codec"
@@ -50,9 +48,11 @@ func poisonRun(t *testing.T, i int) {
 	// A normal job is enqueued with the poison one, so the first worker
 	// fetches both, and the poison handler kills its process while the
 	// normal job runs: the normal job dies with it and counts a recovery
-	// too. It must not be discarded with the poison job: a recovered job is
-	// fetched alone and the pool fetches nothing more while it holds one,
-	// so the poison job dies alone from then on.
+	// too. It must not be discarded with the poison job: recovered jobs come
+	// back in batches (the normal job may run beside the poison job again,
+	// and finish or die with it), but on its last chance a job is fetched
+	// alone and the pool fetches nothing more while it holds one, so the
+	// poison job dies alone then.
 	ms, err := e.client.EnqueueMany(ctx,
 		conveyor.Request{Kind: "poison"},
 		conveyor.Request{Kind: "normal", Args: []byte("before")})
@@ -161,8 +161,11 @@ func poisonRun(t *testing.T, i int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h["before"] != "1" || h["after"] != "1" || len(h) != 2 {
-		t.Errorf("normal jobs acked %v, want before and after once each", h)
+	// A run of the normal job beside the poison job may finish and be
+	// noted just before the kill, its ack lost with the process: then it
+	// runs once more.
+	if b, _ := strconv.Atoi(h["before"]); b < 1 || b > 2 || h["after"] != "1" || len(h) != 2 {
+		t.Errorf("normal jobs run to the end %v, want before once (or twice) and after once", h)
 	}
 	// The queue holds only its discard list now.
 	ks := redistest.Keys(t, e.rdb, e.prefix)
@@ -205,15 +208,15 @@ func poisonChild(t *testing.T, idx string) {
 			<-ctx.Done() // the poison job kills the process first
 			return ctx.Err()
 		}
+		// Noted before the ack: a process killed between the two (by a
+		// poison job running beside this one) loses no finished run.
+		if err := rdb.HIncrBy(ctx, w.handled(), string(job.Payload), 1).Err(); err != nil {
+			return err
+		}
 		if err := job.Ack(ctx); err != nil {
 			return err
 		}
-		_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.HIncrBy(ctx, w.handled(), string(job.Payload), 1)
-			p.RPush(ctx, w.acked(), string(job.Payload))
-			return nil
-		})
-		return err
+		return rdb.RPush(ctx, w.acked(), string(job.Payload)).Err()
 	})
 	p, err := worker.NewPool(d, h, &worker.Config{
 		Queue: "q", Concurrency: 4, VisibilityTimeout: poisonLease,

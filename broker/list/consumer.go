@@ -42,6 +42,8 @@ type consumer struct {
 	doubts script.Doubts
 	// fetchTail is fetch.lua's ARGV after max, boxed once.
 	fetchTail [5]any
+	// pause is what the consumer knows of its queue's pause.
+	pause pause.Seen
 	// name and fetches make each fetch's token "<name>.<fetches>" (see
 	// nextToken): name is random, so no two consumers share one.
 	name    string
@@ -116,6 +118,17 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		if c.pause.Known() {
+			// Paused when last asked: fetch nothing until it is not.
+			if p, err := c.pause.Paused(ctx, c.d.client, c.k.paused); err != nil {
+				return nil, fmt.Errorf("list: fetch: %w", err)
+			} else if p {
+				if err := pause.Wait(ctx, c.done); err != nil {
+					return nil, err
+				}
+				continue
+			}
+		}
 		ds, hint, err := c.fetchOnce(ctx, max)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -124,15 +137,10 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 			return nil, fmt.Errorf("list: fetch: %w", err)
 		}
 		if len(ds) > 0 {
-			return ds, nil
-		}
-		if hint == paused {
-			// A blocking wait would return at once on a queue with jobs:
-			// look again after broker.PauseLag.
-			if err := pause.Wait(ctx, c.done); err != nil {
-				return nil, err
+			if c.pausedAfterFetch(ctx, ds) {
+				continue
 			}
-			continue
+			return ds, nil
 		}
 		if err := c.wait(ctx, hint); err != nil {
 			return nil, err
@@ -196,6 +204,22 @@ func (c *consumer) block(ctx context.Context, d time.Duration) error {
 	}
 	secs := strconv.FormatFloat(d.Seconds(), 'f', 3, 64)
 	return c.d.client.Do(ctx, "BLMOVE", c.k.ready, c.k.ready, "RIGHT", "RIGHT", secs).Err()
+}
+
+// pausedAfterFetch hands ds back (a release: to the front of ready, in
+// order) and reports true when the queue is paused. A consumer asks only
+// when a fetch returned messages, at most once per broker.PauseLag (see
+// pause.Seen), so an idle consumer sends nothing for pauses.
+func (c *consumer) pausedAfterFetch(ctx context.Context, ds []*broker.Delivery) bool {
+	p, err := c.pause.Paused(ctx, c.d.client, c.k.paused)
+	if err != nil || !p {
+		return false // Redis did not say: the messages were fetched in good faith
+	}
+	if err := c.Release(ctx, ds...); err != nil {
+		// Their leases bring back those not released.
+		c.d.log.WarnContext(ctx, "list: handing back messages fetched from a paused queue failed", "queue", c.queue, "error", err)
+	}
+	return true
 }
 
 func (c *consumer) isClosed() bool {

@@ -127,7 +127,7 @@ func newQueueKeys(prefix, queue string) *queueKeys {
 	k.delayed = k.timers.Delayed
 	k.promoteTo = timers.Target{Key: k.ready}
 	k.enqueue = []string{k.ready, k.delayed, k.lease, k.timers.Timers}
-	k.fetch = []string{k.ready, k.lease, k.inflight, k.dead, k.dropped, k.expired, k.reclaimed, k.paused}
+	k.fetch = []string{k.ready, k.lease, k.inflight, k.dead, k.dropped, k.expired, k.reclaimed}
 	k.ack = []string{k.lease, k.inflight, k.stats, k.reclaimed}
 	k.retry = []string{k.ready, k.lease, k.inflight, k.delayed, k.timers.Timers, k.stats, k.reclaimed}
 	k.release = []string{k.ready, k.lease, k.inflight, k.reclaimed}

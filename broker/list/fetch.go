@@ -14,8 +14,7 @@ import (
 )
 
 // fetchOnce runs fetch.lua once. With no delivery it returns how long the
-// caller may wait before something could become due (-1: nothing known;
-// paused: the queue is paused).
+// caller may wait before something could become due (-1: nothing known).
 func (c *consumer) fetchOnce(ctx context.Context, max int) ([]*broker.Delivery, time.Duration, error) {
 	c.handBackLost(ctx)
 	t := &c.fetchTail
@@ -58,9 +57,6 @@ func (c *consumer) fetchOnce(ctx context.Context, max int) ([]*broker.Delivery, 
 			"error", codec.ErrMalformed.Error()+": unreadable header")
 	}
 	vals := reply[fetchHead:]
-	if len(vals) == 0 && hintMs == pausedHint {
-		return nil, paused, nil
-	}
 	if len(vals) == 0 {
 		hint := time.Duration(-1)
 		if hintMs >= 0 {
@@ -95,13 +91,6 @@ func (c *consumer) fetchOnce(ctx context.Context, max int) ([]*broker.Delivery, 
 // fetchHead is the number of fields of fetch.lua's reply before the leased
 // messages.
 const fetchHead = 6
-
-// pausedHint is fetch.lua's hint for a paused queue; fetchOnce returns it as
-// the wait paused.
-const (
-	pausedHint = -2
-	paused     = time.Duration(pausedHint)
-)
 
 // receipts sets the Receipt and Token of ds[i], the delivery of the stored
 // message vals[i] leased by the fetch with token tok, as fetch.lua made

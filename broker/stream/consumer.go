@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/pause"
 	"github.com/conveyorq/conveyor/internal/script"
 )
 
@@ -46,10 +47,8 @@ type consumer struct {
 	// owns.
 	reading sync.RWMutex
 
-	// pausedVal is whether the queue was paused when pauseSeen last asked
-	// Redis (see paused).
-	pausedVal bool
-	pauseSeen time.Time
+	// pause is what the consumer knows of its queue's pause (see paused).
+	pause pause.Seen
 
 	// blockHook, when set (by tests), runs just before a blocking read.
 	blockHook func()

@@ -455,16 +455,17 @@ func (c *consumer) readBlocking(ctx context.Context, max int, wait time.Duration
 }
 
 // A consumer learns that its queue is paused when a read returns entries:
-// it then asks Redis (EXISTS of the pause key, at most once per
-// broker.PauseLag), hands the entries back if the queue is paused, and reads
-// nothing more until a look, once per PauseLag, finds it resumed. An idle
-// consumer (reads that return nothing) so sends no command for pauses.
+// it then asks Redis (pause.Seen: at most once per broker.PauseLag), hands
+// the entries back if the queue is paused, and reads nothing more until a
+// look, once per PauseLag, finds it resumed. An idle consumer (reads that
+// return nothing) so sends no command for pauses.
 
 // knownPaused reports whether the queue was paused when last asked.
-func (c *consumer) knownPaused() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.pausedVal
+func (c *consumer) knownPaused() bool { return c.pause.Known() }
+
+// paused reports whether the queue is paused (see pause.Seen).
+func (c *consumer) paused(ctx context.Context) (bool, error) {
+	return c.pause.Paused(ctx, c.d.rdb, c.keys.paused)
 }
 
 // pausedAfterRead hands ds back and reports true when the queue is paused:
@@ -478,26 +479,6 @@ func (c *consumer) pausedAfterRead(ctx context.Context, ds []*broker.Delivery) b
 	c.handBack(ds)
 	c.unhold(ds)
 	return true
-}
-
-// paused reports whether the queue is paused, asking Redis (EXISTS of its
-// pause key) at most once per broker.PauseLag.
-func (c *consumer) paused(ctx context.Context) (bool, error) {
-	c.mu.Lock()
-	if time.Since(c.pauseSeen) < broker.PauseLag {
-		p := c.pausedVal
-		c.mu.Unlock()
-		return p, nil
-	}
-	c.mu.Unlock()
-	n, err := c.d.rdb.Exists(ctx, c.keys.paused).Result()
-	if err != nil {
-		return false, fmt.Errorf("is the queue paused: %w", err)
-	}
-	c.mu.Lock()
-	c.pausedVal, c.pauseSeen = n == 1, time.Now()
-	c.mu.Unlock()
-	return n == 1, nil
 }
 
 // handBack releases deliveries read after Fetch's caller gave up.

@@ -1,8 +1,7 @@
 // Package pause keeps the fleet-wide pause state of queues for the list and
 // stream drivers: a queue is paused while its key <prefix>:{<queue>}:paused
-// exists. Pauser implements broker.Pauser on it; the drivers embed it and
-// read the key where they fetch (the list driver in fetch.lua, the stream
-// driver before its reads, at most once per broker.PauseLag).
+// exists. Pauser implements broker.Pauser on it; the drivers embed it, and
+// each consumer keeps what it knows of the pause in a Seen.
 //
 // docs/redis-keys.md describes the key.
 package pause
@@ -10,6 +9,7 @@ package pause
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -83,4 +83,42 @@ func Wait(ctx context.Context, done <-chan struct{}) error {
 	case <-done:
 		return broker.ErrClosed
 	}
+}
+
+// Seen is what one consumer knows of its queue's pause: it asks Redis
+// (EXISTS of the pause key) at most once per broker.PauseLag, and only when
+// it needs to know: when a read returned messages, or while it knows the
+// queue paused. An idle consumer so sends nothing for pauses. The zero
+// value knows nothing yet. It is safe for concurrent use.
+type Seen struct {
+	mu     sync.Mutex
+	paused bool
+	at     time.Time
+}
+
+// Known reports whether the queue was paused when last asked.
+func (s *Seen) Known() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.paused
+}
+
+// Paused reports whether the queue of pause key key is paused, asking rdb
+// when the last answer is PauseLag old or older.
+func (s *Seen) Paused(ctx context.Context, rdb redis.Cmdable, key string) (bool, error) {
+	s.mu.Lock()
+	if !s.at.IsZero() && time.Since(s.at) < broker.PauseLag {
+		p := s.paused
+		s.mu.Unlock()
+		return p, nil
+	}
+	s.mu.Unlock()
+	n, err := rdb.Exists(ctx, key).Result()
+	if err != nil {
+		return false, fmt.Errorf("is the queue paused: %w", err)
+	}
+	s.mu.Lock()
+	s.paused, s.at = n == 1, time.Now()
+	s.mu.Unlock()
+	return n == 1, nil
 }

@@ -24,8 +24,6 @@
 -- KEYS[6] <prefix>:{<queue>}:dead_expired  STRING count of records the discard age limit trimmed
 -- KEYS[7] <prefix>:{<queue>}:reclaimed     ZSET receipt of a lease a reclaim took, score = when
 --                                          (unix ms); written only when a lease is reclaimed
--- KEYS[8] <prefix>:{<queue>}:paused        STRING, present while the queue is paused
---                                          (internal/pause): then nothing is leased or reclaimed
 -- ARGV[1] max messages to lease, >= 1
 -- ARGV[2] visibility timeout, ms
 -- ARGV[3] max expired leases to reclaim
@@ -43,7 +41,7 @@
 -- popped values it moved there because it cannot read their header (with
 -- reason MALFORMED; the caller logs them). When n is 0, hint is the time until
 -- the next lease runs out (-1: none), so the caller can bound its blocking
--- wait; hint is -2 when the queue is paused. Timers are not this script's business: a promoter moves them to
+-- wait. Timers are not this script's business: a promoter moves them to
 -- ready (internal/timers), which wakes a blocked consumer.
 
 local ready, lease, inflight = KEYS[1], KEYS[2], KEYS[3]
@@ -62,10 +60,6 @@ local function back_from(vs, from)
     back[#back + 1] = vs[j]
   end
   bulk('RPUSH', ready, back)
-end
-
-if redis.call('EXISTS', KEYS[8]) == 1 then
-  return {0, -2, 0, 0, 0, 0}
 end
 
 local max, vt = tonumber(ARGV[1]), tonumber(ARGV[2])

@@ -33,6 +33,16 @@ func newLossy(t *testing.T, cfg *stream.Config) *lossy {
 	return &lossy{env: newEnvWith(t, rdb, cfg), px: px, direct: srv.Client(t), name: name}
 }
 
+// settles are the four ways to settle a delivery, by name.
+var settles = map[string]func(broker.Consumer, *broker.Delivery) error{
+	"ack": func(c broker.Consumer, d *broker.Delivery) error { return c.Ack(context.Background(), d) },
+	"retry": func(c broker.Consumer, d *broker.Delivery) error {
+		return c.Retry(context.Background(), d, time.Time{})
+	},
+	"release": func(c broker.Consumer, d *broker.Delivery) error { return c.Release(context.Background(), d) },
+	"discard": func(c broker.Consumer, d *broker.Delivery) error { return c.Discard(context.Background(), d, "no") },
+}
+
 // TestLostSettleReplyPastDeadline: a settle whose reply is lost after it
 // landed, tried again after the delivery's LeaseDeadline (the reply was
 // late, or the pool's retries outlasted the lease), finds its entry in
@@ -42,14 +52,6 @@ func newLossy(t *testing.T, cfg *stream.Config) *lossy {
 // consumer settled it: TestDoubtedSettleOfEntryTakenOverAndSettled).
 func TestLostSettleReplyPastDeadline(t *testing.T) {
 	t.Parallel()
-	settles := map[string]func(broker.Consumer, *broker.Delivery) error{
-		"ack": func(c broker.Consumer, d *broker.Delivery) error { return c.Ack(context.Background(), d) },
-		"retry": func(c broker.Consumer, d *broker.Delivery) error {
-			return c.Retry(context.Background(), d, time.Time{})
-		},
-		"release": func(c broker.Consumer, d *broker.Delivery) error { return c.Release(context.Background(), d) },
-		"discard": func(c broker.Consumer, d *broker.Delivery) error { return c.Discard(context.Background(), d, "no") },
-	}
 	for name, settle := range settles {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -276,14 +278,6 @@ func TestLostFetchAfterOwnTakeoverKeepsRunningDelivery(t *testing.T) {
 // not the one that settled the job.
 func TestDoubtedSettleOfEntryTakenOverAndSettled(t *testing.T) {
 	t.Parallel()
-	settles := map[string]func(broker.Consumer, *broker.Delivery) error{
-		"ack": func(c broker.Consumer, d *broker.Delivery) error { return c.Ack(context.Background(), d) },
-		"retry": func(c broker.Consumer, d *broker.Delivery) error {
-			return c.Retry(context.Background(), d, time.Time{})
-		},
-		"release": func(c broker.Consumer, d *broker.Delivery) error { return c.Release(context.Background(), d) },
-		"discard": func(c broker.Consumer, d *broker.Delivery) error { return c.Discard(context.Background(), d, "no") },
-	}
 	for name, settle := range settles {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

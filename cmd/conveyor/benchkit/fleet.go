@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -27,7 +26,7 @@ const (
 	fleetSettle = time.Second
 )
 
-func fleet(ctx context.Context, e *Env, f Factory, label string) (_ []Metric, err error) {
+func fleet(ctx context.Context, e *Env, f Factory, _ string) (_ []Metric, err error) {
 	var out []Metric
 	sizes := []int{1}
 	if e.Cfg.Pools > 1 {
@@ -35,7 +34,7 @@ func fleet(ctx context.Context, e *Env, f Factory, label string) (_ []Metric, er
 	}
 	per := map[int]map[string]float64{}
 	for _, n := range sizes {
-		ms, err := fleetOf(ctx, e, f, label, n)
+		ms, err := fleetOf(ctx, e, f, n)
 		if err != nil {
 			return nil, err
 		}
@@ -57,7 +56,7 @@ func fleet(ctx context.Context, e *Env, f Factory, label string) (_ []Metric, er
 }
 
 // fleetOf measures a fleet of n pools.
-func fleetOf(ctx context.Context, e *Env, f Factory, label string, n int) (_ []Metric, err error) {
+func fleetOf(ctx context.Context, e *Env, f Factory, n int) (_ []Metric, err error) {
 	ns := e.Namespace("fleet"+strconv.Itoa(n), f.Name)
 	producer, err := f.New(e.Redis, ns)
 	if err != nil {
@@ -69,30 +68,16 @@ func fleetOf(ctx context.Context, e *Env, f Factory, label string, n int) (_ []M
 		err = errors.Join(err, producer.Close(cctx))
 	}()
 
+	// Plain jobs carry the stamp 1; a delayed job's stamp is its due time.
 	var (
-		mu       sync.Mutex
-		handled  int
-		lateness []time.Duration
-		want     int
-		all      = make(chan struct{})
+		handled  tally
+		lateness samples
 	)
 	h := func(p []byte) {
-		now := time.Now()
-		mu.Lock()
-		defer mu.Unlock()
-		if stamp := getStamp(p); stamp > 1 { // a delayed job: its due time
-			lateness = append(lateness, e.sinceStamp(now, stamp))
+		if stamp := getStamp(p); stamp > 1 {
+			lateness.add(e.sinceStamp(time.Now(), stamp))
 		}
-		handled++
-		if handled == want {
-			close(all)
-		}
-	}
-	expect := func(k int) <-chan struct{} {
-		mu.Lock()
-		defer mu.Unlock()
-		handled, want, all = 0, k, make(chan struct{})
-		return all
+		handled.add()
 	}
 
 	opts := *e.Options
@@ -116,16 +101,7 @@ func fleetOf(ctx context.Context, e *Env, f Factory, label string, n int) (_ []M
 		}
 		pools = append(pools, serve(ctx, t, 1, h))
 	}
-	sleep := func(d time.Duration) error {
-		timer := time.NewTimer(d)
-		defer timer.Stop()
-		select {
-		case <-timer.C:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	sleep := func(d time.Duration) error { return pools[0].sleep(ctx, d) }
 	if err := sleep(fleetSettle); err != nil {
 		return nil, err
 	}
@@ -147,9 +123,8 @@ func fleetOf(ctx context.Context, e *Env, f Factory, label string, n int) (_ []M
 
 	// One job every fleetEvery, plain, then delayed.
 	jobs := max(1, int(e.Cfg.Duration/fleetEvery))
-	for _, delayed := range []bool{false, true} {
-		done := expect(jobs)
-		lateness = lateness[:0]
+	for phase, delayed := range []bool{false, true} {
+		done := handled.reached(int64((phase + 1) * jobs))
 		start, startCPU := c1, cpu1
 		tick := time.NewTicker(fleetEvery)
 		for i := range jobs {
@@ -188,15 +163,14 @@ func fleetOf(ctx context.Context, e *Env, f Factory, label string, n int) (_ []M
 			Metric{Name: "commands per " + name, Value: float64(c1-start) / float64(jobs), Unit: "cmd"},
 			Metric{Name: "Redis CPU per " + name, Value: (cpu1 - startCPU) / float64(jobs) * 1e6, Unit: "µs"})
 		if delayed {
-			mu.Lock()
-			d := Summarise(lateness)
-			mu.Unlock()
+			lateness.mu.Lock()
+			d := Summarise(lateness.d)
+			lateness.mu.Unlock()
 			out = append(out,
 				Metric{Name: "lateness p99", Value: ms(d.P99), Unit: "ms"},
 				Metric{Name: "early", Value: float64(d.Negative), Unit: "timers"})
 		}
 	}
-	_ = label
 	return out, nil
 }
 

@@ -23,12 +23,7 @@ func (p *Pool) heartbeat(stop <-chan struct{}) {
 		case <-stop:
 			return
 		case <-tick.C:
-			p.mu.Lock()
-			tasks := make([]*task, 0, len(p.running))
-			for _, t := range p.running {
-				tasks = append(tasks, t)
-			}
-			p.mu.Unlock()
+			tasks := p.held()
 			p.watch(tasks)
 			if p.d.Capabilities().Extend {
 				p.extendRunning(tasks)
@@ -38,6 +33,17 @@ func (p *Pool) heartbeat(stop <-chan struct{}) {
 }
 
 const extendBatch = 500
+
+// held returns the jobs the pool holds, running or waiting to start.
+func (p *Pool) held() []*task {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	tasks := make([]*task, 0, len(p.running))
+	for _, t := range p.running {
+		tasks = append(tasks, t)
+	}
+	return tasks
+}
 
 func (p *Pool) extendRunning(tasks []*task) {
 	// One Extend call per lease length: jobs with their own visibility

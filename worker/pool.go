@@ -292,17 +292,7 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 	defer func() {
 		// Jobs fetched but not started go back to the queue at once; the
 		// workers hand back any they took meanwhile, then stop.
-		var left []*task
-		for {
-			select {
-			case t := <-waiting:
-				left = append(left, t)
-				continue
-			default:
-			}
-			break
-		}
-		p.handBack(left)
+		p.handBack(drainRoom(waiting))
 		close(waiting)
 	}()
 

@@ -2,17 +2,14 @@ package worker
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"runtime/debug"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/workers"
 )
 
 // registryTTLs is how many RegistryIntervals a pool's entry outlives its
@@ -31,11 +28,11 @@ func (p *Pool) startRegistry(ctx context.Context) <-chan struct{} {
 		close(done)
 		return done
 	}
+	host, _ := os.Hostname()
 	info := &broker.WorkerInfo{
-		ID: workerID(), PID: os.Getpid(), Queues: []string{p.cfg.Queue}, Concurrency: p.cfg.Concurrency,
-		StartedAt: time.Now(), Version: moduleVersion(),
+		ID: workers.NewID(host, os.Getpid()), Host: host, PID: os.Getpid(), Queues: []string{p.cfg.Queue},
+		Concurrency: p.cfg.Concurrency, StartedAt: time.Now(), Version: moduleVersion(),
 	}
-	info.Host, _ = os.Hostname()
 	ttl := registryTTLs * p.cfg.RegistryInterval
 	go func() {
 		defer close(done)
@@ -74,12 +71,7 @@ func (p *Pool) startRegistry(ctx context.Context) <-chan struct{} {
 // runningJobs lists the jobs whose handlers run, oldest first, at most
 // broker.MaxRegisteredJobs, and how many run.
 func (p *Pool) runningJobs() ([]broker.RunningJob, int) {
-	p.mu.Lock()
-	tasks := make([]*task, 0, len(p.running))
-	for _, t := range p.running {
-		tasks = append(tasks, t)
-	}
-	p.mu.Unlock()
+	tasks := p.held()
 	out := make([]broker.RunningJob, 0, len(tasks))
 	for _, t := range tasks {
 		t.mu.Lock()
@@ -95,28 +87,6 @@ func (p *Pool) runningJobs() ([]broker.RunningJob, int) {
 		out = out[:broker.MaxRegisteredJobs]
 	}
 	return out, n
-}
-
-// workerID returns a new pool ID: host (at most 150 bytes, spaces, braces
-// and bytes outside printable ASCII made '_'), process ID and 8 random hex
-// digits.
-func workerID() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "unknown"
-	}
-	host = strings.Map(func(r rune) rune {
-		if r <= ' ' || r == '{' || r == '}' || r >= 0x7f {
-			return '_'
-		}
-		return r
-	}, host)
-	if len(host) > 150 {
-		host = host[:150]
-	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return host + "-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
 }
 
 // moduleVersion is the version of the Conveyor module in the running

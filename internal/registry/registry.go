@@ -196,22 +196,39 @@ const pageSize = 1000
 // may be missing from it, as from any snapshot.
 func Queues(ctx context.Context, c redis.Cmdable, prefix string) ([]string, error) {
 	var out []string
-	var cursor uint64
-	for {
-		page, next, err := c.SScan(ctx, Key(prefix), cursor, "", pageSize).Result()
-		if err != nil {
-			return nil, fmt.Errorf("queues: %w", err)
-		}
+	err := ScanSet(ctx, c, Key(prefix), pageSize, func(page []string) error {
 		for _, q := range page {
 			if broker.ValidateQueue(q) == nil {
 				out = append(out, q)
 			}
 		}
-		if cursor = next; cursor == 0 {
-			break
-		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("queues: %w", err)
 	}
 	slices.Sort(out)
 	// SSCAN may return a member more than once (the set grew meanwhile).
 	return slices.Compact(out), nil
+}
+
+// ScanSet walks the SET key in SSCAN pages of about count members, calling
+// each with every page, until the walk ends or each or SSCAN fails. A member
+// may come in more than one page (the set changed meanwhile).
+func ScanSet(ctx context.Context, c redis.Cmdable, key string, count int64, each func(page []string) error) error {
+	var cursor uint64
+	for {
+		page, next, err := c.SScan(ctx, key, cursor, "", count).Result()
+		if err != nil {
+			return err
+		}
+		if len(page) > 0 {
+			if err := each(page); err != nil {
+				return err
+			}
+		}
+		if cursor = next; cursor == 0 {
+			return nil
+		}
+	}
 }

@@ -16,10 +16,13 @@ package workers
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,6 +30,8 @@ import (
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/redischeck"
+	"github.com/conveyorq/conveyor/internal/registry"
+	"github.com/conveyorq/conveyor/internal/script"
 )
 
 // page is the SSCAN COUNT and the MGET size of a read.
@@ -106,12 +111,7 @@ func (r *Registry) UnregisterWorker(ctx context.Context, id string) error {
 func (r *Registry) Workers(ctx context.Context) ([]*broker.WorkerInfo, error) {
 	var out []*broker.WorkerInfo
 	seen := map[string]bool{}
-	var cursor uint64
-	for {
-		ids, next, err := r.rdb.SScan(ctx, r.IndexKey(), cursor, "", page).Result()
-		if err != nil {
-			return nil, fmt.Errorf("workers: read the index: %w", err)
-		}
+	err := registry.ScanSet(ctx, r.rdb, r.IndexKey(), page, func(ids []string) error {
 		var fresh []string
 		for _, id := range ids {
 			if !seen[id] {
@@ -119,22 +119,21 @@ func (r *Registry) Workers(ctx context.Context) ([]*broker.WorkerInfo, error) {
 				fresh = append(fresh, id)
 			}
 		}
-		if len(fresh) > 0 {
-			ws, gone, err := r.entries(ctx, fresh)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, ws...)
-			if len(gone) > 0 {
-				if err := r.forget(ctx, gone); err != nil {
-					return nil, err
-				}
-			}
+		if len(fresh) == 0 {
+			return nil
 		}
-		if next == 0 {
-			break
+		ws, gone, err := r.entries(ctx, fresh)
+		if err != nil {
+			return err
 		}
-		cursor = next
+		out = append(out, ws...)
+		if len(gone) > 0 {
+			return r.forget(ctx, gone)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("workers: read the registry: %w", err)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
@@ -143,7 +142,7 @@ func (r *Registry) Workers(ctx context.Context) ([]*broker.WorkerInfo, error) {
 // forgetScript removes from the index KEYS[1] each name ARGV[i] whose entry
 // KEYS[i+1] does not exist: checked in the script, so that a pool that
 // registered again since the caller looked keeps its name.
-var forgetScript = redis.NewScript(`
+var forgetScript = script.New("workers/forget", `
 for i = 1, #ARGV do
   if redis.call('EXISTS', KEYS[i + 1]) == 0 then
     redis.call('SREM', KEYS[1], ARGV[i])
@@ -160,8 +159,8 @@ func (r *Registry) forget(ctx context.Context, ids []string) error {
 		keys = append(keys, r.EntryKey(id))
 		args[i] = id
 	}
-	if err := forgetScript.Run(ctx, r.rdb, keys, args...).Err(); err != nil {
-		return fmt.Errorf("workers: forget dead workers: %w", err)
+	if _, err := forgetScript.Run(ctx, r.rdb, keys, args...); err != nil {
+		return fmt.Errorf("forget dead workers: %w", err)
 	}
 	return nil
 }
@@ -174,7 +173,7 @@ func (r *Registry) entries(ctx context.Context, ids []string) ([]*broker.WorkerI
 	}
 	vs, err := r.rdb.MGet(ctx, ks...).Result()
 	if err != nil {
-		return nil, nil, fmt.Errorf("workers: read entries: %w", err)
+		return nil, nil, fmt.Errorf("read entries: %w", err)
 	}
 	var ws []*broker.WorkerInfo
 	var gone []string
@@ -210,11 +209,38 @@ func Needs(prefix string) []redischeck.Need {
 // validID refuses what cannot name an entry: empty, too long, or with
 // bytes that would move the key's hash tag or make it unprintable.
 func validID(id string) error {
-	if id == "" || len(id) > 200 {
-		return fmt.Errorf("workers: worker ID %q: want 1 to 200 bytes", id)
+	if id == "" || len(id) > maxID {
+		return fmt.Errorf("workers: worker ID %q: want 1 to %d bytes", id, maxID)
 	}
-	if i := strings.IndexFunc(id, func(r rune) bool { return r <= ' ' || r == '{' || r == '}' || r >= 0x7f }); i >= 0 {
+	if i := strings.IndexFunc(id, badIDRune); i >= 0 {
 		return fmt.Errorf("workers: worker ID %q: byte %d is a space, a brace or not printable ASCII", id, i)
 	}
 	return nil
+}
+
+// maxID bounds a worker ID's length.
+const maxID = 200
+
+// badIDRune reports whether r may not be in a worker ID.
+func badIDRune(r rune) bool { return r <= ' ' || r == '{' || r == '}' || r >= 0x7f }
+
+// NewID returns a new pool ID, valid for RegisterWorker: host (at most 150
+// bytes, with what badIDRune refuses made '_'), process ID and 8 random
+// hex digits.
+func NewID(host string, pid int) string {
+	if host == "" {
+		host = "unknown"
+	}
+	host = strings.Map(func(r rune) rune {
+		if badIDRune(r) {
+			return '_'
+		}
+		return r
+	}, host)
+	if len(host) > 150 {
+		host = host[:150]
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return host + "-" + strconv.Itoa(pid) + "-" + hex.EncodeToString(b[:])
 }

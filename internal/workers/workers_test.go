@@ -78,3 +78,19 @@ func TestRegistryRefusesBadIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestNewIDIsValid: an ID made from any host name registers.
+func TestNewIDIsValid(t *testing.T) {
+	t.Parallel()
+	r := workers.New(redistest.Client(t), redistest.Prefix(t))
+	ctx := context.Background()
+	for _, host := range []string{"", "web-1", "a b{c}\té", strings.Repeat("h", 300)} {
+		id := workers.NewID(host, 12345)
+		if err := r.RegisterWorker(ctx, &broker.WorkerInfo{ID: id}, time.Minute); err != nil {
+			t.Errorf("NewID(%q) = %q: %v", host, id, err)
+		}
+		if err := r.UnregisterWorker(ctx, id); err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -20,6 +20,15 @@ type Pauser interface {
 	QueuePaused(ctx context.Context, queue string) (bool, error)
 }
 
+// PauseWatcher is implemented by the consumers of a driver with
+// Capabilities.Pause. Paused reports whether the consumer's queue is paused,
+// asking Redis at most once per PauseLag: the answer is shared with the
+// consumer's own fetches, so a worker pool that asks about the jobs it
+// fetched ahead adds no round trip of its own within that time.
+type PauseWatcher interface {
+	Paused(ctx context.Context) (bool, error)
+}
+
 // PauseLag bounds how long after PauseQueue or ResumeQueue returns a
 // consumer may still act on the earlier state: a consumer learns it within
 // this time, whether it is fetching or waiting.

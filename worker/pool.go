@@ -931,19 +931,16 @@ const (
 // a job raises the room's free places, and places that stay as they are
 // while jobs wait mean no worker took one.
 //
-// While jobs wait in the room it also asks, at most once per
-// broker.PauseLag, whether the queue was paused (a driver that implements
-// broker.Pauser); if so, the room's jobs go back at once and the workers
+// While jobs wait in the room it also asks the consumer, at most once per
+// broker.PauseLag, whether the queue was paused (broker.PauseWatcher, whose
+// answer the consumer's fetches share); if so, the room's jobs go back at once and the workers
 // hand back any they take, so no job starts more than about twice
 // broker.PauseLag after a pause.
 func (p *Pool) watchRoom(ctx context.Context, waiting chan *task) {
 	tick := time.NewTicker(roomTick)
 	defer tick.Stop()
 	lastFree, stuck, lean := p.free.Load(), time.Duration(0), time.Duration(0)
-	pz, _ := p.d.(broker.Pauser)
-	if !p.d.Capabilities().Pause {
-		pz = nil
-	}
+	pz, _ := p.cons.(broker.PauseWatcher)
 	var asked time.Time
 	for {
 		select {
@@ -953,7 +950,7 @@ func (p *Pool) watchRoom(ctx context.Context, waiting chan *task) {
 		}
 		if pz != nil && len(waiting) > 0 && time.Since(asked) >= broker.PauseLag {
 			asked = time.Now()
-			if paused, err := pz.QueuePaused(ctx, p.cfg.Queue); err == nil && paused {
+			if paused, err := pz.Paused(ctx); err == nil && paused {
 				p.paused.Store(true)
 				if ts := drainRoom(waiting); len(ts) > 0 {
 					p.giveBack(ts, "handed back waiting jobs: the queue is paused")

@@ -118,16 +118,13 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if c.pause.Known() {
-			// Paused when last asked: fetch nothing until it is not.
-			if p, err := c.pause.Paused(ctx, c.d.client, c.k.paused); err != nil {
-				return nil, fmt.Errorf("list: fetch: %w", err)
-			} else if p {
-				if err := pause.Wait(ctx, c.done); err != nil {
-					return nil, err
-				}
-				continue
+		if held, err := c.pause.Hold(ctx, c.d.client, c.k.paused, c.done); err != nil {
+			if errors.Is(err, ctx.Err()) || errors.Is(err, broker.ErrClosed) {
+				return nil, err // as a wait returns them
 			}
+			return nil, fmt.Errorf("list: fetch: %w", err)
+		} else if held {
+			continue // paused when last asked: fetch nothing until it is not
 		}
 		ds, hint, err := c.fetchOnce(ctx, max)
 		if err != nil {
@@ -211,7 +208,7 @@ func (c *consumer) block(ctx context.Context, d time.Duration) error {
 // when a fetch returned messages, at most once per broker.PauseLag (see
 // pause.Seen), so an idle consumer sends nothing for pauses.
 func (c *consumer) pausedAfterFetch(ctx context.Context, ds []*broker.Delivery) bool {
-	p, err := c.pause.Paused(ctx, c.d.client, c.k.paused)
+	p, err := c.Paused(ctx)
 	if err != nil || !p {
 		return false // Redis did not say: the messages were fetched in good faith
 	}
@@ -220,6 +217,12 @@ func (c *consumer) pausedAfterFetch(ctx context.Context, ds []*broker.Delivery) 
 		c.d.log.WarnContext(ctx, "list: handing back messages fetched from a paused queue failed", "queue", c.queue, "error", err)
 	}
 	return true
+}
+
+// Paused reports whether the queue is paused, asking Redis at most once per
+// broker.PauseLag (broker.PauseWatcher); the answer is shared with Fetch.
+func (c *consumer) Paused(ctx context.Context) (bool, error) {
+	return c.pause.Paused(ctx, c.d.client, c.k.paused)
 }
 
 func (c *consumer) isClosed() bool {

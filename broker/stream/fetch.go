@@ -12,7 +12,6 @@ import (
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/codec"
-	"github.com/conveyorq/conveyor/internal/pause"
 	"github.com/conveyorq/conveyor/internal/script"
 )
 
@@ -43,19 +42,13 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if c.knownPaused() {
-			// Paused when last asked: read nothing until it is not.
-			if p, err := c.paused(ctx); err != nil {
-				return nil, fmt.Errorf("stream: fetch: %w", err)
-			} else if p {
-				if err := pause.Wait(ctx, c.done); err != nil {
-					if errors.Is(err, broker.ErrClosed) {
-						err = fmt.Errorf("stream: fetch: %w", err)
-					}
-					return nil, err
-				}
-				continue
+		if held, err := c.pause.Hold(ctx, c.d.rdb, c.keys.paused, c.done); err != nil {
+			if !errors.Is(err, ctx.Err()) {
+				err = fmt.Errorf("stream: fetch: %w", err)
 			}
+			return nil, err
+		} else if held {
+			continue // paused when last asked: read nothing until it is not
 		}
 		r, err := c.fetchOnce(ctx, max)
 		if err != nil {
@@ -460,11 +453,9 @@ func (c *consumer) readBlocking(ctx context.Context, max int, wait time.Duration
 // look, once per PauseLag, finds it resumed. An idle consumer (reads that
 // return nothing) so sends no command for pauses.
 
-// knownPaused reports whether the queue was paused when last asked.
-func (c *consumer) knownPaused() bool { return c.pause.Known() }
-
-// paused reports whether the queue is paused (see pause.Seen).
-func (c *consumer) paused(ctx context.Context) (bool, error) {
+// Paused reports whether the queue is paused, asking Redis at most once per
+// broker.PauseLag (broker.PauseWatcher); the answer is shared with Fetch.
+func (c *consumer) Paused(ctx context.Context) (bool, error) {
 	return c.pause.Paused(ctx, c.d.rdb, c.keys.paused)
 }
 
@@ -472,7 +463,7 @@ func (c *consumer) paused(ctx context.Context) (bool, error) {
 // the read may have begun before the pause, or the consumer had not asked
 // for a while.
 func (c *consumer) pausedAfterRead(ctx context.Context, ds []*broker.Delivery) bool {
-	p, err := c.paused(ctx)
+	p, err := c.Paused(ctx)
 	if err != nil || !p {
 		return false // Redis did not say: the entries were read in good faith
 	}

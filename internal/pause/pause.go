@@ -103,6 +103,21 @@ func (s *Seen) Known() bool {
 	return s.paused
 }
 
+// Hold is a consumer's look before it fetches: when the queue was paused
+// when last asked, it asks again (at most once per PauseLag) and, if the
+// queue is still paused, waits (see Wait) and reports true: the consumer
+// fetches nothing this round.
+func (s *Seen) Hold(ctx context.Context, rdb redis.Cmdable, key string, done <-chan struct{}) (bool, error) {
+	if !s.Known() {
+		return false, nil
+	}
+	p, err := s.Paused(ctx, rdb, key)
+	if err != nil || !p {
+		return false, err
+	}
+	return true, Wait(ctx, done)
+}
+
 // Paused reports whether the queue of pause key key is paused, asking rdb
 // when the last answer is PauseLag old or older.
 func (s *Seen) Paused(ctx context.Context, rdb redis.Cmdable, key string) (bool, error) {

@@ -472,7 +472,8 @@ func (c *consumer) pausedAfterRead(ctx context.Context, ds []*broker.Delivery) b
 	return true
 }
 
-// handBack releases deliveries read after Fetch's caller gave up.
+// handBack releases deliveries read that Fetch will not return: its caller
+// gave up, or the queue turned out to be paused.
 func (c *consumer) handBack(ds []*broker.Delivery) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -485,7 +486,7 @@ func (c *consumer) handBack(ds []*broker.Delivery) {
 		c.lost = true
 		c.mu.Unlock()
 		c.d.cfg.Logger.LogAttrs(ctx, slog.LevelError,
-			"stream: could not hand back deliveries read after fetch was cancelled; the next fetch tries again",
+			"stream: could not hand back deliveries read but not returned by fetch; the next fetch tries again",
 			slog.String("queue", c.queue), slog.Int("count", len(ds)), slog.String("error", err.Error()))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/groupcommit"
+	"github.com/conveyorq/conveyor/internal/workers"
 	"github.com/conveyorq/conveyor/retry"
 )
 
@@ -33,6 +35,9 @@ type Pool struct {
 	log *slog.Logger
 	// defaultTimeout is DefaultJobTimeout; tests shorten it.
 	defaultTimeout time.Duration
+	// id names the pool in the fleet: its worker registry entry and its
+	// candidacy for the queue's keeper. host is this machine's name.
+	id, host string
 
 	started      atomic.Bool
 	shutdown     chan struct{} // closed by Shutdown
@@ -137,8 +142,10 @@ func NewPool(d broker.Driver, h conveyor.Handler, cfg *Config) (*Pool, error) {
 	if len(c.Middleware) > 0 {
 		h = conveyor.Chain(c.Middleware...)(h)
 	}
+	host, _ := os.Hostname()
 	return &Pool{
 		d: d, h: h, cfg: c, log: c.Logger.With("queue", c.Queue), defaultTimeout: DefaultJobTimeout,
+		id: workers.NewID(host, os.Getpid()), host: host,
 		shutdown:    make(chan struct{}),
 		stopping:    make(chan struct{}),
 		done:        make(chan struct{}),
@@ -212,7 +219,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	}()
 
 	regStopped := p.startRegistry(fetchCtx)
-	promoterStopped := p.startPromoter(fetchCtx)
+	promoterStopped := p.startKeeper(fetchCtx)
 	p.fetchLoop(fetchCtx, handlerCtx)
 	p.drain()
 	<-promoterStopped // it stops with fetching; waited for after the drain, which needs no Redis reply from it
@@ -268,7 +275,8 @@ func (p *Pool) start(ctx context.Context) (broker.Consumer, error) {
 	if err := p.d.Check(ctx); err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	cons, err := p.d.Open(ctx, p.cfg.Queue, &broker.ConsumerOptions{VisibilityTimeout: p.cfg.VisibilityTimeout})
+	_, kept := p.d.(broker.Keeper)
+	cons, err := p.d.Open(ctx, p.cfg.Queue, &broker.ConsumerOptions{VisibilityTimeout: p.cfg.VisibilityTimeout, Kept: kept})
 	if err != nil {
 		return nil, fmt.Errorf("worker: open queue %s: %w", p.cfg.Queue, err)
 	}

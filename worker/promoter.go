@@ -3,14 +3,71 @@ package worker
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/delay"
 )
 
-// startPromoter runs a delay.Promoter for the pool's queue until ctx ends
-// (the pool stops fetching), unless the config turns it off or the driver
-// has no timers. The channel it returns is closed when the promoter is done.
+// startKeeper runs the upkeep of the pool's queue until ctx ends (the pool
+// stops fetching) and closes the channel it returns when done. With a
+// driver that elects one keeper per queue (broker.Keeper) the pool
+// campaigns, and while elected it promotes the queue's timers and runs
+// the driver's upkeep (expired leases) when the driver asks; otherwise it
+// promotes on its own, as every other pool of the queue does.
+func (p *Pool) startKeeper(ctx context.Context) <-chan struct{} {
+	k, ok := p.d.(broker.Keeper)
+	if !ok {
+		return p.startPromoter(ctx)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err := k.Campaign(ctx, p.cfg.Queue, p.id, func(ctx context.Context) {
+			p.log.LogAttrs(ctx, slog.LevelDebug, "worker: elected the queue's keeper", slog.String("worker_id", p.id))
+			promoted := p.startPromoter(ctx)
+			p.upkeep(ctx, k)
+			<-promoted
+		})
+		if err != nil {
+			p.log.LogAttrs(ctx, slog.LevelError, "worker: cannot campaign for the queue's upkeep; other pools do it",
+				slog.String("error", err.Error()))
+		}
+	}()
+	return done
+}
+
+// upkeep calls k.Upkeep when it asks until ctx ends. Errors are logged and
+// retried with a backoff of up to broker.UpkeepEvery.
+func (p *Pool) upkeep(ctx context.Context, k broker.Keeper) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	backoff := time.Duration(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		next, err := k.Upkeep(ctx, p.cfg.Queue)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			backoff = min(max(2*backoff, 10*time.Millisecond), broker.UpkeepEvery)
+			next = backoff
+			p.log.LogAttrs(ctx, slog.LevelWarn, "worker: queue upkeep failed",
+				slog.String("error", err.Error()), slog.Duration("retry_in", next))
+		} else {
+			backoff = 0
+		}
+		t.Reset(next)
+	}
+}
+
+// startPromoter runs a delay.Promoter for the pool's queue until ctx ends,
+// unless the config turns it off or the driver has no timers. The channel
+// it returns is closed when the promoter is done.
 func (p *Pool) startPromoter(ctx context.Context) <-chan struct{} {
 	done := make(chan struct{})
 	if _, ok := p.d.(broker.Timers); p.cfg.NoPromoter || !ok || !p.d.Capabilities().Delay {

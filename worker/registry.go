@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/conveyorq/conveyor/broker"
-	"github.com/conveyorq/conveyor/internal/workers"
 )
 
 // registryTTLs is how many RegistryIntervals a pool's entry outlives its
@@ -28,9 +27,8 @@ func (p *Pool) startRegistry(ctx context.Context) <-chan struct{} {
 		close(done)
 		return done
 	}
-	host, _ := os.Hostname()
 	info := &broker.WorkerInfo{
-		ID: workers.NewID(host, os.Getpid()), Host: host, PID: os.Getpid(), Queues: []string{p.cfg.Queue},
+		ID: p.id, Host: p.host, PID: os.Getpid(), Queues: []string{p.cfg.Queue},
 		Concurrency: p.cfg.Concurrency, StartedAt: time.Now(), Version: moduleVersion(),
 	}
 	ttl := registryTTLs * p.cfg.RegistryInterval

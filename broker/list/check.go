@@ -2,9 +2,12 @@ package list
 
 import (
 	"context"
+	"slices"
 
+	"github.com/conveyorq/conveyor/internal/elect"
 	"github.com/conveyorq/conveyor/internal/reclaims"
 	"github.com/conveyorq/conveyor/internal/redischeck"
+	"github.com/conveyorq/conveyor/internal/wake"
 	"github.com/conveyorq/conveyor/internal/workers"
 )
 
@@ -35,7 +38,6 @@ func needs(prefix string) []redischeck.Need {
 		key(k.ready, "LLEN", k.ready),
 		key(k.ready, "LRANGE", k.ready, "0", "0"),
 		key(k.ready, "LTRIM", k.ready, "0", "0"),
-		key(k.ready, "BLMOVE", k.ready, k.ready, "RIGHT", "RIGHT", "0"),
 		key(k.lease, "ZADD", k.lease, "0", "m"),
 		key(k.lease, "ZREM", k.lease, "m"),
 		key(k.lease, "ZMSCORE", k.lease, "m"),
@@ -47,5 +49,5 @@ func needs(prefix string) []redischeck.Need {
 		key(k.inflight, "HMGET", k.inflight, "f"),
 		key(k.inflight, "HDEL", k.inflight, "f"),
 		key(k.inflight, "HSCAN", k.inflight, "0"), // a lost fetch's hand-back
-	), append(reclaims.Needs(k.reclaimed), workers.Needs(prefix)...)...)
+	), slices.Concat(reclaims.Needs(k.reclaimed), workers.Needs(prefix), wake.Needs(k.wake), elect.Needs(k.keeper, k.heir))...)
 }

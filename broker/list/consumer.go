@@ -11,25 +11,26 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/pause"
 	"github.com/conveyorq/conveyor/internal/script"
+	"github.com/conveyorq/conveyor/internal/wake"
 )
 
 const (
 	// maxFetch caps one fetch.lua call; Fetch returns at most this many
 	// deliveries whatever max it is given.
 	maxFetch = 1000
-	// maxBlock is the longest one blocking wait lasts before Fetch runs
-	// fetch.lua again, so that expired leases of which the waiting
-	// consumer heard nothing are picked up within it.
-	// It sets the idle load: about two commands a second per consumer.
+	// maxBlock is the longest one idle wait lasts, for a consumer that
+	// looks for expired leases itself (broker.ConsumerOptions.Kept unset),
+	// before it runs fetch.lua again, so that expired leases of which the
+	// waiting consumer heard nothing are picked up within it. It sets the
+	// idle load of such a consumer: about two commands a second.
 	maxBlock = time.Second
-	// minBlock keeps a wait of "due now" from becoming a zero timeout,
-	// which BLMOVE reads as "forever".
-	minBlock = time.Millisecond
+	// keptBlock is the longest one idle wait of a kept consumer lasts; it
+	// then waits again without fetching. It sets the idle load of a kept
+	// consumer: one command a minute.
+	keptBlock = time.Minute
 )
 
 // consumer is the list driver's broker.Consumer of one queue.
@@ -51,6 +52,14 @@ type consumer struct {
 	// lost holds the tokens of fetches whose reply was lost (see
 	// lostFetch).
 	lost lostFetches
+	// kept: a keeper hands back the queue's expired leases
+	// (broker.ConsumerOptions.Kept), so an idle wait lasts keptBlock.
+	kept bool
+	// waiter sleeps on the queue's wake signal (internal/wake).
+	waiter *wake.Waiter
+	// drained: the last fetch emptied ready, so the next Fetch waits for
+	// the wake signal before it looks (a message stored since has set it).
+	drained atomic.Bool
 
 	// mu orders Close after every wait has registered in waits, so that
 	// Close can wait for them all (sync.WaitGroup forbids Add racing Wait).
@@ -58,16 +67,26 @@ type consumer struct {
 	closed bool
 	done   chan struct{}
 	waits  sync.WaitGroup
+	// closing ends when the consumer is closed: it cuts a wait short.
+	closing context.Context
+	close   context.CancelFunc
 }
 
 var _ broker.Consumer = (*consumer)(nil)
 
-func newConsumer(d *Driver, queue string, vt time.Duration) *consumer {
+func newConsumer(d *Driver, queue string, opts *broker.ConsumerOptions) *consumer {
+	vt := opts.VisibilityTimeoutOrDefault()
+	k := d.keys(queue)
+	closing, closeFn := context.WithCancel(context.Background())
 	return &consumer{
-		d:     d,
-		queue: queue,
-		k:     d.keys(queue),
-		vt:    vt,
+		d:       d,
+		queue:   queue,
+		k:       k,
+		vt:      vt,
+		kept:    opts != nil && opts.Kept,
+		waiter:  wake.NewWaiter(d.client, k.wake),
+		closing: closing,
+		close:   closeFn,
 		fetchTail: [5]any{
 			vt.Milliseconds(), d.cfg.ReapBatch, d.cfg.DiscardMax, d.cfg.MaxRecoveries, d.Keeper.Retention.AgeArg(),
 		},
@@ -99,11 +118,14 @@ func (c *consumer) nextToken() string {
 }
 
 // Fetch leases between 1 and max deliveries (at most 1000 per call). When
-// the queue has nothing ready it blocks in Redis (BLMOVE on the ready list
-// onto itself: it moves nothing, so abandoning it loses nothing) for at most
-// a second, or until the next lease deadline, then looks
-// again. It returns ctx.Err() as soon as ctx is done, and broker.ErrClosed
-// once the consumer is closed.
+// the queue has nothing ready it sleeps in Redis on the queue's wake
+// signal (internal/wake: a message stored wakes one idle consumer, not all)
+// and looks again when woken; without it, after at most a second or at the
+// next lease deadline when it looks for expired leases itself, after a
+// minute (broker.ConsumerOptions.Kept) when a keeper does. After a fetch
+// that emptied the queue it waits for the signal before it looks again. It
+// returns ctx.Err() as soon as ctx is done, and broker.ErrClosed once the
+// consumer is closed.
 func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, error) {
 	if max < 1 {
 		return nil, fmt.Errorf("list: fetch: max %d is under 1", max)
@@ -124,83 +146,77 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 			}
 			return nil, fmt.Errorf("list: fetch: %w", err)
 		} else if held {
-			continue // paused when last asked: fetch nothing until it is not
+			// Paused when last asked: fetch nothing until it is not, then
+			// look, as wake-ups may have come meanwhile.
+			c.drained.Store(false)
+			continue
 		}
-		ds, hint, err := c.fetchOnce(ctx, max)
+		hint := time.Duration(-1)
+		if !c.drained.Load() {
+			ds, h, err := c.fetchOnce(ctx, max)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				return nil, fmt.Errorf("list: fetch: %w", err)
+			}
+			if len(ds) > 0 {
+				if c.pausedAfterFetch(ctx, ds) {
+					continue
+				}
+				return ds, nil
+			}
+			hint = h
+		}
+		woke, err := c.wait(ctx, hint)
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, fmt.Errorf("list: fetch: %w", err)
-		}
-		if len(ds) > 0 {
-			if c.pausedAfterFetch(ctx, ds) {
-				continue
-			}
-			return ds, nil
-		}
-		if err := c.wait(ctx, hint); err != nil {
 			return nil, err
 		}
+		// Look when woken, and when the wait ran out unless a keeper hands
+		// back expired leases.
+		c.drained.Store(!woke && c.kept)
 	}
 }
 
-// wait blocks until the ready list has an element, for at most hint (a
-// negative hint: maxBlock), or until ctx is done or the consumer is closed.
-// The blocking command runs in its own goroutine because go-redis does not
-// interrupt a blocking read when ctx is done (unless the client sets
-// ContextTimeoutEnabled); the abandoned command ends within its timeout.
-func (c *consumer) wait(ctx context.Context, hint time.Duration) error {
-	d := maxBlock
-	if hint >= 0 && hint < d {
-		d = hint
+// wait sleeps on the wake signal for at most keptBlock when kept, else for
+// at most hint (a negative hint: maxBlock), or until ctx is done or the
+// consumer is closed, and reports whether the signal woke it.
+func (c *consumer) wait(ctx context.Context, hint time.Duration) (bool, error) {
+	d := keptBlock
+	if !c.kept {
+		d = maxBlock
+		if hint >= 0 && hint < d {
+			d = hint
+		}
 	}
 	// Block no longer than ctx allows, so that a Fetch that times out does
 	// not leave its command blocked behind it.
 	if dl, ok := ctx.Deadline(); ok {
 		d = min(d, time.Until(dl))
 	}
-	d = max(d, minBlock)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return broker.ErrClosed
+		return false, broker.ErrClosed
 	}
 	c.waits.Add(1)
 	c.mu.Unlock()
+	defer c.waits.Done()
 
-	res := make(chan error, 1)
-	go func() {
-		defer c.waits.Done()
-		res <- c.block(ctx, d)
-	}()
-	select {
-	case err := <-res:
-		if err != nil && !errors.Is(err, redis.Nil) {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return fmt.Errorf("list: fetch: wait: %w", err)
-		}
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.done:
-		return broker.ErrClosed
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(c.closing, cancel)
+	defer stop()
+	woke, err := c.waiter.Wait(wctx, d)
+	switch {
+	case err == nil:
+		return woke, nil
+	case ctx.Err() != nil:
+		return false, ctx.Err()
+	case c.isClosed():
+		return false, broker.ErrClosed
 	}
-}
-
-// block runs BLMOVE ready ready RIGHT RIGHT for d: it returns when the list
-// is not empty (rotating its last element onto itself, a no-op) or when d
-// runs out (redis.Nil).
-func (c *consumer) block(ctx context.Context, d time.Duration) error {
-	if d >= time.Second {
-		// The helper sets the socket read deadline to cover the wait; it
-		// only takes whole seconds.
-		return c.d.client.BLMove(ctx, c.k.ready, c.k.ready, "RIGHT", "RIGHT", d.Truncate(time.Second)).Err()
-	}
-	secs := strconv.FormatFloat(d.Seconds(), 'f', 3, 64)
-	return c.d.client.Do(ctx, "BLMOVE", c.k.ready, c.k.ready, "RIGHT", "RIGHT", secs).Err()
+	return false, fmt.Errorf("list: fetch: %w", err)
 }
 
 // pausedAfterFetch hands ds back (a release: to the front of ready, in
@@ -232,9 +248,9 @@ func (c *consumer) isClosed() bool {
 }
 
 // Close stops the consumer: a Fetch that is waiting returns
-// broker.ErrClosed, later ones too. Close then waits, until ctx is done, for
-// the blocking command of an abandoned wait to end (at most a second), so
-// that no goroutine of the consumer outlives it. A fetch whose reply was
+// broker.ErrClosed, later ones too. Close ends the blocking command of a
+// wait at once (see internal/wake) and waits, until ctx is done, for it to
+// return, so that no goroutine of the consumer outlives it. A fetch whose reply was
 // lost and whose batch is not handed back yet is handed back first (see
 // lostFetch). Deliveries keep their
 // leases, and the settle methods keep working after Close so that a worker
@@ -244,6 +260,7 @@ func (c *consumer) Close(ctx context.Context) error {
 	if !c.closed {
 		c.closed = true
 		close(c.done)
+		c.close()
 	}
 	c.mu.Unlock()
 	c.handBackLost(ctx)

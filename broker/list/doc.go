@@ -62,8 +62,15 @@
 // reached. Only a batch it could not hand back waits for its leases to run
 // out, as after a crash.
 //
-// An idle Fetch blocks in Redis (BLMOVE of the ready list onto itself,
-// which moves nothing) instead of polling.
+// An idle Fetch sleeps in Redis on the queue's wake signal (BZPOPMIN on
+// {q}:wake, see internal/wake) instead of polling: whatever pushes to ready
+// sets the signal, which wakes one idle consumer, not all; a fetch that
+// leaves messages behind sets it again for the next. A consumer opened with
+// broker.ConsumerOptions.Kept sleeps up to a minute, as the queue's elected
+// keeper (Driver.Campaign, Driver.Upkeep; a worker pool runs them) hands
+// back expired leases and sets the signal when ready holds messages; one
+// without looks again at least every second and at the next lease deadline.
+// A consumer that stops ends its own blocking command at once.
 //
 //	d, err := list.New(rdb, &list.Config{Prefix: "app"})
 //	if err != nil {

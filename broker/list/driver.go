@@ -80,7 +80,7 @@ func (d *Driver) Open(ctx context.Context, queue string, opts *broker.ConsumerOp
 		return nil, fmt.Errorf("list: open: visibility timeout %v is under 1ms", vt)
 	}
 	d.reg.Ensure(ctx, d.client, queue) // a failure is logged: the registry only serves the Inspector
-	return newConsumer(d, queue, vt), nil
+	return newConsumer(d, queue, opts), nil
 }
 
 const maxCachedQueues = 1024
@@ -102,10 +102,10 @@ func (d *Driver) keys(queue string) *queueKeys {
 // queueKeys holds the keys of one queue, and the KEYS list of each script,
 // built once (go-redis copies them into each command).
 type queueKeys struct {
-	ready, lease, inflight, reclaimed, delayed, dead, dropped, expired, stats, paused string
-	timers                                                                            timers.Keys
-	discards                                                                          discards.Keys
-	promoteTo                                                                         timers.Target
+	ready, wake, lease, inflight, reclaimed, delayed, dead, dropped, expired, stats, paused, keeper, heir string
+	timers                                                                                                timers.Keys
+	discards                                                                                              discards.Keys
+	promoteTo                                                                                             timers.Target
 
 	enqueue, fetch, ack, retry, release, discard, extend, reap []string
 }
@@ -115,6 +115,9 @@ func newQueueKeys(prefix, queue string) *queueKeys {
 	q := keys.Queue(prefix, queue)
 	k := &queueKeys{
 		ready:     q.Part("ready"),
+		wake:      q.Part("wake"),
+		keeper:    q.Part("keeper"),
+		heir:      q.Part("keeper_heir"),
 		lease:     q.Part("lease"),
 		inflight:  q.Part("inflight"),
 		reclaimed: q.Part("reclaimed"),
@@ -125,14 +128,14 @@ func newQueueKeys(prefix, queue string) *queueKeys {
 	}
 	k.dead, k.dropped, k.expired = k.discards.Dead, k.discards.Dropped, k.discards.Expired
 	k.delayed = k.timers.Delayed
-	k.promoteTo = timers.Target{Key: k.ready}
-	k.enqueue = []string{k.ready, k.delayed, k.lease, k.timers.Timers}
-	k.fetch = []string{k.ready, k.lease, k.inflight, k.dead, k.dropped, k.expired, k.reclaimed}
+	k.promoteTo = timers.Target{Key: k.ready, Wake: k.wake}
+	k.enqueue = []string{k.ready, k.delayed, k.lease, k.timers.Timers, k.wake}
+	k.fetch = []string{k.ready, k.lease, k.inflight, k.dead, k.dropped, k.expired, k.reclaimed, k.wake}
 	k.ack = []string{k.lease, k.inflight, k.stats, k.reclaimed}
-	k.retry = []string{k.ready, k.lease, k.inflight, k.delayed, k.timers.Timers, k.stats, k.reclaimed}
-	k.release = []string{k.ready, k.lease, k.inflight, k.reclaimed}
+	k.retry = []string{k.ready, k.lease, k.inflight, k.delayed, k.timers.Timers, k.stats, k.reclaimed, k.wake}
+	k.release = []string{k.ready, k.lease, k.inflight, k.reclaimed, k.wake}
 	k.discard = []string{k.lease, k.inflight, k.dead, k.dropped, k.expired, k.stats, k.reclaimed}
 	k.extend = []string{k.lease}
-	k.reap = []string{k.ready, k.lease, k.inflight, k.dead, k.dropped, k.expired, k.reclaimed}
+	k.reap = []string{k.ready, k.lease, k.inflight, k.dead, k.dropped, k.expired, k.reclaimed, k.wake}
 	return k
 }

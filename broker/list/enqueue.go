@@ -13,6 +13,7 @@ import (
 	"github.com/conveyorq/conveyor/internal/registry"
 	"github.com/conveyorq/conveyor/internal/script"
 	"github.com/conveyorq/conveyor/internal/timers"
+	"github.com/conveyorq/conveyor/internal/wake"
 )
 
 // Enqueue stores msgs: one enqueue.lua call (or LPUSH) per queue, all or
@@ -57,25 +58,28 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 	return d.enqueueMany(ctx, msgs, now)
 }
 
-// push LPUSHes msgs, all of one queue, adding the queue to the registry in
-// the same round trip when add is not nil.
+// push LPUSHes msgs, all of one queue, and sets the queue's wake signal,
+// in one round trip, adding the queue to the registry in the same round
+// trip when add is not nil. The LPUSH's outcome is the call's: the signal
+// only wakes an idle consumer sooner, and a keeper sets it within a second
+// when ready holds messages without it.
 func (d *Driver) push(ctx context.Context, msgs []*broker.Message, now time.Time, add *registry.Pending) error {
 	q := msgs[0].Queue
-	push := redis.NewCmd(ctx, append([]any{"lpush", d.keys(q).ready}, d.values(msgs, now)...)...)
-	if add == nil {
-		if err := script.Send(ctx, d.client, push); err != nil {
-			return fmt.Errorf("list: enqueue %q: %w", q, err)
-		}
-		return nil
-	}
+	k := d.keys(q)
+	push := redis.NewCmd(ctx, append([]any{"lpush", k.ready}, d.values(msgs, now)...)...)
 	p := d.client.Pipeline()
 	_ = p.Process(ctx, script.Once(push))
-	add.Add(ctx, p)
+	p.ZAdd(ctx, k.wake, redis.Z{Member: wake.Member})
+	if add != nil {
+		add.Add(ctx, p)
+	}
 	_ = script.Exec(ctx, p) // each command's error is read below
 	if err := push.Err(); err != nil {
 		return fmt.Errorf("list: enqueue %q: %w", q, err)
 	}
-	add.Done(ctx)
+	if add != nil {
+		add.Done(ctx)
+	}
 	return nil
 }
 

@@ -25,6 +25,7 @@ func (c *consumer) fetchOnce(ctx context.Context, max int) ([]*broker.Delivery, 
 	// between the two machines' wall clocks.
 	sent := time.Now()
 	v, err := fetchScript.Run(ctx, c.d.client, c.k.fetch, max, t[0], t[1], t[2], t[3], t[4], tok)
+	c.drained.Store(err == nil) // unless the reply says ready still holds messages
 	if err != nil {
 		if script.Unsure(err) {
 			// The script may have leased a batch whose reply never came:
@@ -43,8 +44,12 @@ func (c *consumer) fetchOnce(ctx context.Context, max int) ([]*broker.Delivery, 
 	poisoned, ok4 := reply[3].(int64)
 	malformed, ok5 := reply[4].(int64)
 	placed, ok6 := reply[5].(int64)
-	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 {
-		return nil, 0, fmt.Errorf("fetch.lua replied %T, %T, %T, %T, %T, %T", reply[0], reply[1], reply[2], reply[3], reply[4], reply[5])
+	more, ok7 := reply[6].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || !ok7 {
+		return nil, 0, fmt.Errorf("fetch.lua replied %T, %T, %T, %T, %T, %T, %T", reply[0], reply[1], reply[2], reply[3], reply[4], reply[5], reply[6])
+	}
+	if more == 1 {
+		c.drained.Store(false)
 	}
 	if reclaimed > 0 {
 		c.d.log.InfoContext(ctx, "list: requeued messages whose lease ran out", "queue", c.queue, "count", reclaimed)
@@ -90,7 +95,7 @@ func (c *consumer) fetchOnce(ctx context.Context, max int) ([]*broker.Delivery, 
 
 // fetchHead is the number of fields of fetch.lua's reply before the leased
 // messages.
-const fetchHead = 6
+const fetchHead = 7
 
 // receipts sets the Receipt and Token of ds[i], the delivery of the stored
 // message vals[i] leased by the fetch with token tok, as fetch.lua made

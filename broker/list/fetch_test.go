@@ -45,28 +45,53 @@ func TestFetchBlocksAndWakesOnEnqueue(t *testing.T) {
 	}
 }
 
-func TestBLMoveOntoItselfBlocksAndMovesNothing(t *testing.T) {
+// TestOneMessageWakesOneConsumer: five idle consumers sleep in Redis; each
+// message stored wakes one of them, which fetches it, while the others
+// sleep on without sending a command.
+func TestOneMessageWakesOneConsumer(t *testing.T) {
 	t.Parallel()
 	rc, name := namedClient(t)
+	hook := &countingHook{}
+	rc.AddHook(hook)
 	e := newEnvOn(t, rc, nil)
-	ctx := context.Background()
-	k := e.key("q", "ready")
-	res := make(chan error, 1)
-	go func() { res <- rc.BLMove(ctx, k, k, "RIGHT", "RIGHT", 5*time.Second).Err() }()
-	waitBlocked(t, rc, name)
-	if err := e.c.LPush(ctx, k, "x").Err(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-res:
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan []*broker.Delivery, 5)
+	for range 5 {
+		c, err := e.d.Open(ctx, "q", &broker.ConsumerOptions{VisibilityTimeout: time.Minute, Kept: true})
 		if err != nil {
-			t.Fatalf("BLMOVE: %v", err)
+			t.Fatal(err)
 		}
-	case <-time.After(3 * time.Second):
-		t.Fatal("BLMOVE did not wake on LPUSH")
+		t.Cleanup(func() { _ = c.Close(context.Background()) })
+		go func() {
+			ds, err := c.Fetch(ctx, 10)
+			if err == nil {
+				got <- ds
+			}
+		}()
 	}
-	if got, _ := e.c.LRange(ctx, k, 0, -1).Result(); !slices.Equal(got, []string{"x"}) {
-		t.Fatalf("list after BLMOVE onto itself: %v, want [x]", got)
+	redistest.Eventually(t, "5 consumers asleep", func() bool { return blockedCount(t, rc, name) == 5 })
+	before := hook.n.Load()
+	for i, id := range []string{"a", "b"} {
+		e.enqueue(msg("q", id)) // a pipeline: the hook does not count it
+		select {
+		case ds := <-got:
+			if len(ds) != 1 || ds[0].ID != id {
+				t.Fatalf("message %s: a consumer fetched %v", id, ids(ds))
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("message %s woke no consumer within 5s", id)
+		}
+		redistest.Eventually(t, "the others asleep", func() bool { return blockedCount(t, rc, name) == 4-i })
+	}
+	// Per message: the woken consumer's fetch.lua and its look at the pause
+	// key (a consumer asks when a fetch returned messages); the waits'
+	// BZPOPMIN were sent before.
+	if n := hook.n.Load() - before; n != 4 {
+		t.Errorf("the consumers sent %d commands for 2 messages; want 4 (a fetch and a pause look each)", n)
+	}
+	if len(got) != 0 {
+		t.Errorf("another consumer fetched %v", ids(<-got))
 	}
 }
 
@@ -117,7 +142,7 @@ func TestCloseUnblocksFetch(t *testing.T) {
 		t.Fatalf("fetch during close: %v, want ErrClosed", err)
 	}
 	if blockedIn(t, rc, name) {
-		t.Fatal("a BLMOVE is still blocked after Close returned")
+		t.Fatal("a wait is still blocked in Redis after Close returned")
 	}
 	if _, err := c.Fetch(ctx, 1); !errors.Is(err, broker.ErrClosed) {
 		t.Fatalf("fetch after close: %v, want ErrClosed", err)
@@ -212,7 +237,7 @@ func TestIdleFetchDoesNotPoll(t *testing.T) {
 	if _, err := c.Fetch(ctx, 10); err != context.DeadlineExceeded {
 		t.Fatalf("fetch on an empty queue: %v", err)
 	}
-	// About one fetch.lua and one BLMOVE a second, plus one more pair when
+	// About one fetch.lua and one BZPOPMIN a second, plus one more pair when
 	// a wait ends just before the deadline.
 	if n := hook.n.Load(); n > 2*3+3 {
 		t.Fatalf("an idle Fetch sent %d commands in %v", n, idle)

@@ -25,9 +25,9 @@ func TestInspectRegistry(t *testing.T) {
 	ctx := context.Background()
 
 	e.enqueue(msg("a", "1"))
-	log.Expect(t, "first plain enqueue to a", []string{"lpush", "sadd"})
+	log.Expect(t, "first plain enqueue to a", []string{"lpush", "zadd", "sadd"})
 	e.enqueue(msg("a", "2"))
-	log.Expect(t, "second plain enqueue to a", []string{"lpush"})
+	log.Expect(t, "second plain enqueue to a", []string{"lpush", "zadd"})
 
 	late := msg("b", "1")
 	late.RunAt = time.Now().Add(time.Hour)

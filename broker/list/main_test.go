@@ -3,9 +3,7 @@ package list_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -213,7 +211,7 @@ func namedClient(t *testing.T) (redis.UniversalClient, string) {
 }
 
 // waitBlocked waits (at most 5s) until a connection named name is blocked
-// in BLMOVE on the server.
+// in BZPOPMIN (an idle wait) on the server.
 func waitBlocked(t *testing.T, c redis.UniversalClient, name string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
@@ -224,7 +222,7 @@ func waitBlocked(t *testing.T, c redis.UniversalClient, name string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no connection %s blocked in BLMOVE within 5s", name)
+			t.Fatalf("no connection %s blocked in BZPOPMIN within 5s", name)
 		}
 		<-tick.C
 	}
@@ -232,42 +230,11 @@ func waitBlocked(t *testing.T, c redis.UniversalClient, name string) {
 
 func blockedIn(t *testing.T, c redis.UniversalClient, name string) bool {
 	t.Helper()
-	ctx := context.Background()
-	var (
-		mu    sync.Mutex
-		lists []string
-	)
-	if cc, ok := c.(*redis.ClusterClient); ok {
-		_ = cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
-			s, err := n.ClientList(ctx).Result()
-			if err == nil {
-				mu.Lock()
-				lists = append(lists, s)
-				mu.Unlock()
-			}
-			return err
-		})
-	} else {
-		s, err := c.ClientList(ctx).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		lists = append(lists, s)
-	}
-	for _, s := range lists {
-		for line := range strings.Lines(s) {
-			f := strings.Fields(line)
-			if !slices.Contains(f, "name="+name) || !slices.Contains(f, "cmd=blmove") {
-				continue
-			}
-			// cmd is the last command, also once it returned: flag b says
-			// the connection is blocked right now.
-			for _, x := range f {
-				if flags, ok := strings.CutPrefix(x, "flags="); ok && strings.Contains(flags, "b") {
-					return true
-				}
-			}
-		}
-	}
-	return false
+	return blockedCount(t, c, name) > 0
+}
+
+// blockedCount counts the connections named name blocked in an idle wait.
+func blockedCount(t *testing.T, c redis.UniversalClient, name string) int {
+	t.Helper()
+	return redistest.Blocked(t, c, name, "bzpopmin")
 }

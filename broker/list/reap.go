@@ -3,9 +3,13 @@ package list
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/elect"
 )
+
+var _ broker.Keeper = (*Driver)(nil)
 
 // maxReapSteps bounds one Reap call; each step moves up to Config.ReapBatch
 // messages, so this is far beyond any real backlog.
@@ -21,8 +25,15 @@ const maxReapSteps = 1 << 16
 // message is moved once. There is no in-flight entry without a lease to
 // sweep for: the lease ZSET is the in-flight structure.
 func (d *Driver) Reap(ctx context.Context, queue string) (requeued int, err error) {
+	requeued, _, err = d.reap(ctx, queue)
+	return requeued, err
+}
+
+// reap runs reap.lua until it took fewer than a batch, and returns what
+// its last step said of the next lease deadline (-1: none in flight).
+func (d *Driver) reap(ctx context.Context, queue string) (requeued int, next time.Duration, err error) {
 	if err := broker.ValidateQueue(queue); err != nil {
-		return 0, fmt.Errorf("list: reap: %w", err)
+		return 0, 0, fmt.Errorf("list: reap: %w", err)
 	}
 	k := d.keys(queue)
 	poisoned := int64(0)
@@ -30,25 +41,60 @@ func (d *Driver) Reap(ctx context.Context, queue string) (requeued int, err erro
 	for range maxReapSteps {
 		v, err := reapScript.Run(ctx, d.client, k.reap, d.cfg.ReapBatch, d.cfg.MaxRecoveries, d.cfg.DiscardMax, d.Keeper.Retention.AgeArg())
 		if err != nil {
-			return requeued, fmt.Errorf("list: reap: %w", err)
+			return requeued, 0, fmt.Errorf("list: reap: %w", err)
 		}
 		reply, ok := v.([]any)
-		if !ok || len(reply) != 2 {
-			return requeued, fmt.Errorf("list: reap: reap.lua replied %v", v)
+		if !ok || len(reply) != 3 {
+			return requeued, 0, fmt.Errorf("list: reap: reap.lua replied %v", v)
 		}
 		n, ok1 := reply[0].(int64)
 		p, ok2 := reply[1].(int64)
-		if !ok1 || !ok2 {
-			return requeued, fmt.Errorf("list: reap: reap.lua replied %v", v)
+		ms, ok3 := reply[2].(int64)
+		if !ok1 || !ok2 || !ok3 {
+			return requeued, 0, fmt.Errorf("list: reap: reap.lua replied %v", v)
 		}
 		requeued += int(n)
 		poisoned += p
+		next = time.Duration(ms) * time.Millisecond
 		// A step that took fewer than it may have emptied what was due.
 		if int(n+p) < d.cfg.ReapBatch {
-			return requeued, nil
+			break
 		}
 	}
-	return requeued, nil
+	return requeued, next, nil
+}
+
+// Upkeep implements broker.Keeper: it hands back the queue's expired
+// leases (Reap), sets the wake signal when ready holds messages, and asks
+// to run again at the next lease deadline, or within broker.UpkeepEvery.
+// It costs one reap.lua call (five commands) when nothing expired.
+func (d *Driver) Upkeep(ctx context.Context, queue string) (time.Duration, error) {
+	n, next, err := d.reap(ctx, queue)
+	if err != nil {
+		return 0, err
+	}
+	if n > 0 {
+		d.log.InfoContext(ctx, "list: requeued messages whose lease ran out", "queue", queue, "count", n)
+	}
+	if next < 0 || next > broker.UpkeepEvery {
+		next = broker.UpkeepEvery
+	}
+	return next, nil
+}
+
+// Campaign implements broker.Keeper: the election of a queue's keeper
+// (internal/elect) on the queue's keys <prefix>:{<queue>}:keeper and
+// :keeper_heir.
+func (d *Driver) Campaign(ctx context.Context, queue, id string, lead func(ctx context.Context)) error {
+	if err := broker.ValidateQueue(queue); err != nil {
+		return fmt.Errorf("list: campaign: %w", err)
+	}
+	k := d.keys(queue)
+	e, err := elect.New(d.client, id, elect.Config{Lease: k.keeper, Heir: k.heir, Logger: d.log})
+	if err != nil {
+		return fmt.Errorf("list: campaign: %w", err)
+	}
+	return e.Run(ctx, lead)
 }
 
 // logPoisoned warns of messages recovery discarded as poison: each took its

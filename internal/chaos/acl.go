@@ -26,9 +26,10 @@ import (
 // tolerated).
 var aclCommands = map[string][]string{
 	"list": {
-		// Sent directly: Check, scripts, the idle wait, plain enqueues, the
-		// queue registry, the promoter's wake-ups.
-		"ping", "evalsha", "eval", "blmove", "lpush", "sadd", "subscribe",
+		// Sent directly: Check, scripts, the idle wait (and its wake
+		// signal), plain enqueues, the queue registry, the promoter's
+		// wake-ups.
+		"ping", "evalsha", "eval", "bzpopmin", "lpush", "sadd", "subscribe",
 		// Called by the scripts (enqueue, fetch, ack, extend, retry,
 		// release, discard, reap, the timer and discard-list scripts).
 		"time", "llen", "rpop", "rpush", "lindex", "ltrim", "zadd", "zrem", "zcard", "zrange",

@@ -166,7 +166,7 @@ func (x *Keeper) walk(ctx context.Context, mode, queue string, f broker.DiscardF
 		if most > 0 {
 			page = min(page, most-done)
 		}
-		v, err := walkScript.Run(ctx, x.Client, []string{k.Dead, to.Key},
+		v, err := walkScript.Run(ctx, x.Client, to.Keys(k.Dead),
 			mode, into, to.Group, f.ID, kind, page, WalkPage, start, cursor)
 		if err != nil {
 			return done, x.wrap(mode, queue, err)

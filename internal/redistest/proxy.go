@@ -35,3 +35,12 @@ func (p *Proxy) DropNextReply() { p.p.DropNextReply() }
 // bytes contain s (a receipt, a key), whatever other commands the client
 // sends meanwhile on other connections.
 func (p *Proxy) DropReplyTo(s string) { p.p.DropReplyTo(s) }
+
+// Pause holds every byte in both directions until Resume: to the server,
+// the client is still connected; to the client, the server stopped
+// answering (what a process that froze, or a network that dropped every
+// packet, looks like).
+func (p *Proxy) Pause() { p.p.Pause() }
+
+// Resume lets held bytes through.
+func (p *Proxy) Resume() { p.p.Resume() }

@@ -124,7 +124,9 @@ func Keys(t testing.TB, c redis.UniversalClient, prefix string) []string {
 // registry <prefix>:queues, a queue's cumulative counters
 // <prefix>:{<queue>}:stats and the durable drivers' record of reclaimed
 // leases <prefix>:{<queue>}:reclaimed (it expires an hour after the last
-// reclaim), and the worker registry's index <prefix>:{workers}:index and
+// reclaim), a queue's keeper election (<prefix>:{<queue>}:keeper,
+// :keeper_heir and :keeper_heir:baton, which expire within seconds: a
+// killed pool's lease stays until its TTL runs out), and the worker registry's index <prefix>:{workers}:index and
 // entries <prefix>:{workers}:w:<id> (a killed pool's entry stays until its
 // TTL runs out).
 func Bookkeeping(prefix, key string) bool {
@@ -138,7 +140,7 @@ func Bookkeeping(prefix, key string) bool {
 	if !ok {
 		return false
 	}
-	for _, part := range []string{"}:stats", "}:reclaimed"} {
+	for _, part := range []string{"}:stats", "}:reclaimed", "}:keeper", "}:keeper_heir", "}:keeper_heir:baton"} {
 		if q, ok := strings.CutSuffix(rest, part); ok && !strings.Contains(q, "}") {
 			return true
 		}

@@ -87,6 +87,19 @@ type Target struct {
 	Key    string // the ready LIST or the STREAM
 	Stream bool
 	Group  string // the stream's consumer group
+	// Wake is the list's wake signal (internal/wake), set when it pushes
+	// messages; "": none.
+	Wake string
+}
+
+// Keys returns first, then the target's key and its wake signal if any: the
+// KEYS of a script that pushes to the target.
+func (to Target) Keys(first ...string) []string {
+	ks := append(first[:len(first):len(first)], to.Key)
+	if to.Wake != "" {
+		ks = append(ks, to.Wake)
+	}
+	return ks
 }
 
 // In is how a due time travels to a script: the milliseconds from the
@@ -131,7 +144,7 @@ func Promote(ctx context.Context, rdb script.Processor, k Keys, to Target, max i
 	if to.Stream {
 		kind = "stream"
 	}
-	v, err := promoteScript.Run(ctx, rdb, []string{k.Delayed, k.Timers, to.Key}, min(max, MaxPromote), kind, to.Group)
+	v, err := promoteScript.Run(ctx, rdb, to.Keys(k.Delayed, k.Timers), min(max, MaxPromote), kind, to.Group)
 	if err != nil {
 		return broker.Promotion{}, fmt.Errorf("promote %q: %w", k.Queue, err)
 	}

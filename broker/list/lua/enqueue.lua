@@ -11,7 +11,8 @@
 -- KEYS[2] <prefix>:{<queue>}:delayed   ZSET timer ID (= message ID), score = due time (unix ms)
 -- KEYS[3] <prefix>:{<queue>}:lease     ZSET receipt of a delivery in flight (counted for the cap)
 -- KEYS[4] <prefix>:{<queue>}:timers    HASH timer ID -> stored message
--- KEYS[5...] <prefix>:{<queue>}:unique:<key>  STRING the ID of the message
+-- KEYS[5] <prefix>:{<queue>}:wake      ZSET wake signal (see lib.lua), set when messages join ready
+-- KEYS[6...] <prefix>:{<queue>}:unique:<key>  STRING the ID of the message
 --   holding a unique key, with a TTL
 -- ARGV[1] max messages the queue may hold (ready + delayed + in flight); 0: no cap
 -- ARGV[5k-3] .. ARGV[5k+1] for message k >= 1: run-at (unix ms; 0: now),
@@ -37,5 +38,8 @@ end
 
 local push = {}
 local dups = enqueue_each(delayed, timers, 2, function(v) push[#push + 1] = v end)
-bulk('LPUSH', ready, push)
+if #push > 0 then
+  bulk('LPUSH', ready, push)
+  wake(KEYS[5])
+end
 return dups

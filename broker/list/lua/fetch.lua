@@ -24,6 +24,8 @@
 -- KEYS[6] <prefix>:{<queue>}:dead_expired  STRING count of records the discard age limit trimmed
 -- KEYS[7] <prefix>:{<queue>}:reclaimed     ZSET receipt of a lease a reclaim took, score = when
 --                                          (unix ms); written only when a lease is reclaimed
+-- KEYS[8] <prefix>:{<queue>}:wake          ZSET wake signal (see lib.lua): set when ready still
+--                                          holds messages after this call, deleted when empty
 -- ARGV[1] max messages to lease, >= 1
 -- ARGV[2] visibility timeout, ms
 -- ARGV[3] max expired leases to reclaim
@@ -33,7 +35,9 @@
 -- ARGV[6] max age of discard records, ms (<= 0: no age limit)
 -- ARGV[7] fetch token "<consumer>.<fetch>", new on every call
 -- Reply: {deadline (unix ms), hint (ms), reclaimed, poisoned, malformed,
--- placed, v1, ..., vn}: vi are the leased messages, placed is 1 when their
+-- placed, more, v1, ..., vn}: more is 1 when ready still holds messages
+-- (the call set the wake signal, so that the next idle consumer takes
+-- them: a chain of wake-ups, one per batch), else 0; vi are the leased messages, placed is 1 when their
 -- receipts name their places k (IDs shared in the batch), else 0 (the
 -- caller builds each receipt from ARGV[7] and vi as this script does);
 -- reclaimed counts the expired leases this call handed back to ready,
@@ -50,7 +54,7 @@ local ready, lease, inflight = KEYS[1], KEYS[2], KEYS[3]
 -- (internal/codec's ErrMalformed and what is wrong).
 local MALFORMED = 'conveyor: malformed stored message: unreadable header'
 -- HEAD is the number of fields of the reply before the leased values.
-local HEAD = 6
+local HEAD = 7
 
 -- back_from pushes vs[from], ..., vs[#vs] back to the front of ready, in
 -- order.
@@ -78,7 +82,7 @@ local lastrec
 if tonumber(ARGV[5]) >= 2 then
   lastrec = tonumber(ARGV[5]) - 1
 end
-local out = {deadline, -1, reclaimed, poisoned, 0, 0}
+local out = {deadline, -1, reclaimed, poisoned, 0, 0, 0}
 local vs = redis.call('RPOP', ready, max)
 if vs then
   local zadd, hset = {}, {}
@@ -135,6 +139,17 @@ if vs then
     out[6] = 1
   end
   bulk('HSET', inflight, hset)
+end
+
+-- Fewer than max popped: ready is empty, and a signal left by a store no
+-- idle consumer waited for would only wake one for nothing (and outlive
+-- the queue's other keys). Else (or when a last-chance message put the rest
+-- back) the next idle consumer is woken if messages are left.
+if (vs and (#vs == max or #out - HEAD < #vs)) and redis.call('LLEN', ready) > 0 then
+  wake(KEYS[8])
+  out[7] = 1
+else
+  redis.call('DEL', KEYS[8])
 end
 
 if #out == HEAD then

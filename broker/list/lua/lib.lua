@@ -47,6 +47,13 @@ local function build(d, a, r, tail)
   return '1,' .. d .. ',' .. a .. ',' .. r .. ',' .. tail
 end
 
+-- wake adds the member of the queue's wake signal, ZSET key (see
+-- internal/wake): one idle consumer wakes to fetch what was just pushed to
+-- ready.
+local function wake(key)
+  redis.call('ZADD', key, 0, 'w')
+end
+
 -- scored returns the ZADD arguments {score, ms[1], score, ms[2], ...}
 -- that give each member of the list ms the score score. The score goes as a
 -- string, formatted once: Redis formats a Lua number argument with

@@ -12,16 +12,29 @@
 -- KEYS[5] <prefix>:{<queue>}:dead_dropped  STRING count of records the discard count cap trimmed
 -- KEYS[6] <prefix>:{<queue>}:dead_expired  STRING count of records the discard age limit trimmed
 -- KEYS[7] <prefix>:{<queue>}:reclaimed     ZSET receipt of a lease a reclaim took, score = when (unix ms); see lib.lua
+-- KEYS[8] <prefix>:{<queue>}:wake          ZSET wake signal (see lib.lua), set when ready holds messages
 -- ARGV[1] max expired leases to take, >= 1
 -- ARGV[2] poison cap: the recovery count at which an expired lease's message
 --         is discarded instead of requeued; <= 0 turns the cap off
 -- ARGV[3] max discard records kept, >= 1
 -- ARGV[4] max age of discard records, ms (<= 0: no age limit)
--- Reply: {requeued, poisoned}: how many went back to ready and how many to
--- the discard list; together they are the expired leases taken (but any
--- whose message was deleted by hand).
+-- Reply: {requeued, poisoned, next}: how many went back to ready and how
+-- many to the discard list (together the expired leases taken, but any
+-- whose message was deleted by hand), and the ms until the next lease runs
+-- out (-1: none in flight). When ready holds messages afterwards the wake
+-- signal is set: what this call requeued, and what a consumer that died
+-- after taking the signal (or a write outside the driver) left without one.
 
+local now = now_ms()
 local requeued, poisoned = reclaim(KEYS[1], KEYS[2], KEYS[3], KEYS[7],
   discard_list(KEYS[4], KEYS[5], KEYS[6], ARGV[3], ARGV[4]),
-  tonumber(ARGV[2]), now_ms(), tonumber(ARGV[1]))
-return {requeued, poisoned}
+  tonumber(ARGV[2]), now, tonumber(ARGV[1]))
+if redis.call('LLEN', KEYS[1]) > 0 then
+  wake(KEYS[8])
+end
+local next = -1
+local nl = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+if nl[2] then
+  next = math.max(0, tonumber(nl[2]) - now)
+end
+return {requeued, poisoned, next}

@@ -8,6 +8,7 @@
 -- KEYS[2] <prefix>:{<queue>}:lease     ZSET receipt of a delivery in flight, score = lease deadline (unix ms)
 -- KEYS[3] <prefix>:{<queue>}:inflight  HASH receipt -> stored message
 -- KEYS[4] <prefix>:{<queue>}:reclaimed ZSET receipt of a lease a reclaim took, score = when (unix ms); see lib.lua
+-- KEYS[5] <prefix>:{<queue>}:wake      ZSET wake signal (see lib.lua), set when messages went back
 -- ARGV[k] for k >= 1: the receipt of delivery k
 -- Reply: {k, status, ...} for each receipt k that was not released (status
 -- "LEASE_LOST" or "GONE", as for ack.lua); empty when all were.
@@ -28,5 +29,8 @@ for i = #oks, 1, -1 do
     back[#back + 1] = d and build(d + 1, a, r, tail) or v
   end
 end
-bulk('RPUSH', ready, back)
+if #back > 0 then
+  bulk('RPUSH', ready, back)
+  wake(KEYS[5])
+end
 return lost

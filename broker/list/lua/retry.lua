@@ -15,6 +15,7 @@
 -- KEYS[5] <prefix>:{<queue>}:timers    HASH timer ID -> stored message
 -- KEYS[6] <prefix>:{<queue>}:stats     HASH processed, failed: cumulative counters
 -- KEYS[7] <prefix>:{<queue>}:reclaimed ZSET receipt of a lease a reclaim took, score = when (unix ms); see lib.lua
+-- KEYS[8] <prefix>:{<queue>}:wake      ZSET wake signal (see lib.lua), set when the message joins ready
 -- ARGV[1] the delivery's receipt
 -- ARGV[2] its token (the receipt up to the first ',')
 -- ARGV[3] the wait until it is due, ms from the server's now (0: now)
@@ -58,6 +59,7 @@ if tid then
   timer_put(delayed, KEYS[5], tid, at, v)
 else
   redis.call('LPUSH', ready, v)
+  wake(KEYS[8])
 end
 -- Counted last: a counter that cannot be incremented (a key of another
 -- type) must not abort the script between the ZREM and the push.

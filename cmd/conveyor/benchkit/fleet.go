@@ -9,13 +9,16 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/conveyorq/conveyor/worker"
 )
 
 // The fleet workload runs -pools pools of concurrency 1 on one queue, each
 // with its own Redis client, and the same with one pool, in the same run,
 // and measures on the server (INFO commandstats, where the commands a
 // script sends count too, and INFO cpu): the commands per second of the
-// idle fleet, then the commands and Redis CPU per job while one job is
+// idle fleet (over -idle, at least a worker registry interval), then the
+// commands and Redis CPU per job while one job is
 // enqueued every fleetEvery for -duration, plain and delayed by fleetDelay,
 // and the delayed jobs' lateness (handler start minus due time). The
 // figures are the whole server's: run it on a Redis nothing else uses.
@@ -112,7 +115,9 @@ func fleetOf(ctx context.Context, e *Env, f Factory, n int) (_ []Metric, err err
 		return nil, err
 	}
 	t0 := time.Now()
-	if err := sleep(e.Cfg.Idle); err != nil {
+	// At least one worker registry interval, so that every pool's
+	// registry beat is counted.
+	if err := sleep(max(e.Cfg.Idle, worker.DefaultRegistryInterval)); err != nil {
 		return nil, err
 	}
 	c1, cpu1, err := serverCounts(ctx, e.Redis)

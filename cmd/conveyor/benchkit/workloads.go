@@ -32,7 +32,7 @@ func Workloads() []Workload {
 		{"delay", "-timers timers due over -window from 1s ahead, run by a pool; handler start minus due time", delayLateness},
 		{"memory", "INFO used_memory delta over -n pending jobs, per job", memory},
 		{"idle", "commands per second an idle pool sends (a counting client hook, over -idle)", idle},
-		{"fleet", "-pools pools of concurrency 1 on one queue, each with its own client, against 1 pool: the server's commands/s while idle (over -idle), its commands and CPU per job at one job per 20ms for -duration, plain and delayed 300ms, and lateness (INFO commandstats and cpu: use a Redis nothing else uses)", fleet},
+		{"fleet", "-pools pools of concurrency 1 on one queue, each with its own client, against 1 pool: the server's commands/s while idle (over -idle, at least the 15s of a worker registry interval), its commands and CPU per job at one job per 20ms for -duration, plain and delayed 300ms, and lateness (INFO commandstats and cpu: use a Redis nothing else uses)", fleet},
 	}
 }
 

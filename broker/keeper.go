@@ -1,0 +1,34 @@
+package broker
+
+import (
+	"context"
+	"time"
+)
+
+// Keeper is implemented by drivers whose queues need upkeep that one
+// consumer of a fleet can do for all of them, so that its cost does not grow
+// with the number of consumers: handing back expired leases (and promoting
+// timers, see Timers). A worker pool campaigns for the upkeep of its queue
+// (Campaign); while elected it calls Upkeep when asked to, and promotes the
+// queue's timers; its consumers, opened with ConsumerOptions.Kept, then sleep
+// while idle without looking for expired leases themselves.
+type Keeper interface {
+	// Campaign runs the election of queue's keeper under candidate id
+	// (unique in the fleet, such as a worker ID) until ctx ends, calling
+	// lead each time this candidate is elected, with a context that ends
+	// when it no longer is. One candidate leads at a time, but for a moment
+	// after a leader stalls past its lease; when the leader dies another
+	// is elected within about a second, and at once when it resigns (ctx
+	// ended). The upkeep must be safe to run twice.
+	Campaign(ctx context.Context, queue, id string, lead func(ctx context.Context)) error
+	// Upkeep runs queue's upkeep once: it hands back every expired lease (as
+	// a consumer's fetch would) and sets the queue's wake-up when messages
+	// are ready. It returns when it wants to run again: at the next lease
+	// deadline, or within UpkeepEvery.
+	Upkeep(ctx context.Context, queue string) (next time.Duration, err error)
+}
+
+// UpkeepEvery is the longest a keeper waits between two Upkeep calls, so
+// that a lease taken after the last call is handed back within
+// UpkeepEvery of its expiry.
+const UpkeepEvery = time.Second

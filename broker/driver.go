@@ -32,6 +32,11 @@ type Capabilities struct {
 	// Pauser): while it is, no consumer's Fetch returns its messages, from
 	// at most PauseLag after PauseQueue returned.
 	Pause bool
+	// Keep: the driver elects one keeper per queue (it implements Keeper
+	// and Upkeeper): consumers opened with ConsumerOptions.Kept sleep while
+	// idle, every message stored wakes one of them, and the keeper's Upkeep
+	// brings expired leases back to them.
+	Keep bool
 }
 
 // ConsumerOptions configure one Consumer. The zero value is valid.
@@ -40,12 +45,13 @@ type ConsumerOptions struct {
 	// without an extension or settle, the message is delivered again.
 	// Defaults to 30s. Ignored by drivers without leases.
 	VisibilityTimeout time.Duration
-	// Kept says that a keeper elected for the queue (broker.Keeper; a
-	// worker pool campaigns for it) hands back its expired leases, so an
+	// Kept says that a keeper elected for the queue (Keeper and Upkeeper;
+	// a worker pool campaigns for it) watches its expired leases, so an
 	// idle Fetch need not wake to look for them: it sleeps until a message
-	// comes, or a minute. Without it an idle Fetch looks at least once a
-	// second (about two commands a second per consumer). Ignored by drivers
-	// without a Keeper.
+	// comes (or the keeper wakes it to take over expired leases), or a
+	// minute. Without it an idle Fetch looks at least once a second (about
+	// two commands a second per consumer). Ignored by drivers without an
+	// Upkeeper.
 	Kept bool
 }
 

@@ -275,7 +275,7 @@ func (p *Pool) start(ctx context.Context) (broker.Consumer, error) {
 	if err := p.d.Check(ctx); err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	_, kept := p.d.(broker.Keeper)
+	_, kept := p.d.(broker.Upkeeper)
 	cons, err := p.d.Open(ctx, p.cfg.Queue, &broker.ConsumerOptions{VisibilityTimeout: p.cfg.VisibilityTimeout, Kept: kept})
 	if err != nil {
 		return nil, fmt.Errorf("worker: open queue %s: %w", p.cfg.Queue, err)

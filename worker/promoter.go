@@ -12,9 +12,9 @@ import (
 // startKeeper runs the upkeep of the pool's queue until ctx ends (the pool
 // stops fetching) and closes the channel it returns when done. With a
 // driver that elects one keeper per queue (broker.Keeper) the pool
-// campaigns, and while elected it promotes the queue's timers and runs
-// the driver's upkeep (expired leases) when the driver asks; otherwise it
-// promotes on its own, as every other pool of the queue does.
+// campaigns, and while elected it promotes the queue's timers and runs the
+// driver's upkeep (expired leases, broker.Upkeeper) when the driver asks;
+// otherwise it promotes on its own, as every other pool of the queue does.
 func (p *Pool) startKeeper(ctx context.Context) <-chan struct{} {
 	k, ok := p.d.(broker.Keeper)
 	if !ok {
@@ -26,7 +26,9 @@ func (p *Pool) startKeeper(ctx context.Context) <-chan struct{} {
 		err := k.Campaign(ctx, p.cfg.Queue, p.id, func(ctx context.Context) {
 			p.log.LogAttrs(ctx, slog.LevelDebug, "worker: elected the queue's keeper", slog.String("worker_id", p.id))
 			promoted := p.startPromoter(ctx)
-			p.upkeep(ctx, k)
+			if u, ok := p.d.(broker.Upkeeper); ok {
+				p.upkeep(ctx, u)
+			}
 			<-promoted
 		})
 		if err != nil {
@@ -39,7 +41,7 @@ func (p *Pool) startKeeper(ctx context.Context) <-chan struct{} {
 
 // upkeep calls k.Upkeep when it asks until ctx ends. Errors are logged and
 // retried with a backoff of up to broker.UpkeepEvery.
-func (p *Pool) upkeep(ctx context.Context, k broker.Keeper) {
+func (p *Pool) upkeep(ctx context.Context, k broker.Upkeeper) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	backoff := time.Duration(0)

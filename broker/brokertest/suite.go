@@ -94,6 +94,9 @@ var tests = []test{
 	{"InvalidMessages", always, "", testInvalidMessages},
 	{"Check", always, "", testCheck},
 	{"Pause", pauses, "Pause", testPause},
+	{"KeptConsumersWake", keeps, "Keep and AtLeastOnce", testKeptConsumersWake},
+	{"KeptRecovery", keeps, "Keep and AtLeastOnce", testKeptRecovery},
+	{"KeeperElection", keeps, "Keep and AtLeastOnce", testKeeperElection},
 }
 
 // Run runs the conformance suite on the drivers f builds, as parallel

@@ -65,7 +65,7 @@ func New(client redis.UniversalClient, cfg *Config) (*Driver, error) {
 
 // Capabilities reports what the list driver promises.
 func (d *Driver) Capabilities() broker.Capabilities {
-	return broker.Capabilities{AtLeastOnce: true, FIFO: true, Delay: true, Extend: true, Discard: true, Pause: true}
+	return broker.Capabilities{AtLeastOnce: true, FIFO: true, Delay: true, Extend: true, Discard: true, Pause: true, Keep: true}
 }
 
 // Open returns a consumer of queue. Its only I/O is adding queue to the

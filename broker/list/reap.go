@@ -9,7 +9,10 @@ import (
 	"github.com/conveyorq/conveyor/internal/elect"
 )
 
-var _ broker.Keeper = (*Driver)(nil)
+var (
+	_ broker.Keeper   = (*Driver)(nil)
+	_ broker.Upkeeper = (*Driver)(nil)
+)
 
 // maxReapSteps bounds one Reap call; each step moves up to Config.ReapBatch
 // messages, so this is far beyond any real backlog.
@@ -64,7 +67,7 @@ func (d *Driver) reap(ctx context.Context, queue string) (requeued int, next tim
 	return requeued, next, nil
 }
 
-// Upkeep implements broker.Keeper: it hands back the queue's expired
+// Upkeep implements broker.Upkeeper: it hands back the queue's expired
 // leases (Reap), sets the wake signal when ready holds messages, and asks
 // to run again at the next lease deadline, or within broker.UpkeepEvery.
 // It costs one reap.lua call (five commands) when nothing expired.

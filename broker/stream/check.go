@@ -2,9 +2,12 @@ package stream
 
 import (
 	"context"
+	"slices"
 
+	"github.com/conveyorq/conveyor/internal/elect"
 	"github.com/conveyorq/conveyor/internal/reclaims"
 	"github.com/conveyorq/conveyor/internal/redischeck"
+	"github.com/conveyorq/conveyor/internal/wake"
 	"github.com/conveyorq/conveyor/internal/workers"
 )
 
@@ -49,5 +52,5 @@ func (d *Driver) needs() []redischeck.Need {
 		key("EXISTS", s),
 		redischeck.Key(k.paused, "EXISTS", k.paused),
 		key("DEL", s),
-	), append(reclaims.Needs(k.reclaimed), workers.Needs(d.cfg.Prefix)...)...)
+	), slices.Concat(reclaims.Needs(k.reclaimed), workers.Needs(d.cfg.Prefix), wake.Needs(k.wake), elect.Needs(k.keeper, k.heir))...)
 }

@@ -44,6 +44,7 @@ var direct = map[string]string{
 	"XPendingExt":    "XPENDING",
 	"Exists":         "EXISTS",
 	"XInfoConsumers": "XINFO CONSUMERS",
+	"ZAdd":           "ZADD",
 }
 
 // directCall matches a go-redis method called on the driver's client

@@ -10,6 +10,7 @@ import (
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/pause"
 	"github.com/conveyorq/conveyor/internal/script"
+	"github.com/conveyorq/conveyor/internal/wake"
 )
 
 // consumer is one named member of a queue's consumer group.
@@ -52,7 +53,24 @@ type consumer struct {
 
 	// blockHook, when set (by tests), runs just before a blocking read.
 	blockHook func()
+
+	// kept: the consumer was opened with broker.ConsumerOptions.Kept. It
+	// then sleeps on the queue's wake signals (waiter) instead of blocking
+	// in XREADGROUP, up to keptBlock: {q}:wake, set when entries are
+	// added, and {q}:reclaim, set by the keeper (Driver.Upkeep) when leases
+	// expired, which makes it run a takeover pass (passDue, under mu).
+	kept    bool
+	passDue bool
+	waiter  *wake.Waiter
+	// closing ends when the consumer is closed: it cuts a wait short.
+	closing context.Context
+	cancel  context.CancelFunc
 }
+
+// keptBlock is the longest one idle wait of a kept consumer lasts; it then
+// waits again. It sets the idle load of a kept consumer: one command a
+// minute.
+const keptBlock = time.Minute
 
 var _ broker.Consumer = (*consumer)(nil)
 
@@ -60,11 +78,17 @@ func newConsumer(d *Driver, queue string, opts *broker.ConsumerOptions) *consume
 	vt := opts.VisibilityTimeoutOrDefault()
 	// A lease shorter than a millisecond cannot be expressed in XAUTOCLAIM.
 	vt = max(vt, time.Millisecond)
+	k := d.keys(queue)
+	closing, cancel := context.WithCancel(context.Background())
 	return &consumer{
+		kept:      opts != nil && opts.Kept,
+		waiter:    wake.NewWaiter(d.rdb, k.wake, k.reclaim),
+		closing:   closing,
+		cancel:    cancel,
 		d:         d,
 		queue:     queue,
 		name:      d.cfg.consumerName(),
-		keys:      d.keys(queue),
+		keys:      k,
 		vt:        vt,
 		vtMS:      strconv.FormatInt(vt.Milliseconds(), 10),
 		done:      make(chan struct{}),
@@ -87,6 +111,7 @@ func (c *consumer) Close(ctx context.Context) error {
 	}
 	c.closed = true
 	close(c.done)
+	c.cancel()
 	c.mu.Unlock()
 
 	waited := make(chan struct{})

@@ -20,7 +20,7 @@ func (d *Driver) discardKeeper() *discards.Keeper {
 		Client: d.rdb,
 		Keys: func(queue string) (discards.Keys, timers.Target) {
 			k := d.keys(queue)
-			return k.discards, timers.Target{Key: k.stream, Stream: true, Group: d.cfg.Group}
+			return k.discards, timers.Target{Key: k.stream, Stream: true, Group: d.cfg.Group, Wake: k.wake}
 		},
 		Retention: discards.Retention{Max: d.cfg.DiscardMax, MaxAge: d.cfg.DiscardMaxAge},
 	}

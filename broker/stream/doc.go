@@ -64,9 +64,10 @@
 //
 // Acked, retried and discarded entries are XDELed in the settling script.
 // The driver never trims (no XTRIM, no MAXLEN), so an entry is never removed
-// while it is pending. When a stream is left empty with nothing pending, its
-// key (and the group) is deleted, so a drained queue leaves no keys behind;
-// enqueue recreates both. Entries deleted by hand while pending are dropped
+// while it is pending. A drained stream stays, with its group (an empty
+// stream is a few hundred bytes): idle consumers block on it in XREADGROUP,
+// and Redis hands each new entry to one of them, where deleting it would
+// wake them all. Entries deleted by hand while pending are dropped
 // from the PEL by XAUTOCLAIM: the driver logs their IDs at Warn and counts
 // them in Stats().DeletedWhilePending, as their messages are lost.
 //
@@ -76,4 +77,15 @@
 // is not allowed) for at most Config.PollInterval; a promoter's XADD of a due
 // timer wakes it at once. A missing stream is awaited with XREAD BLOCK. Each blocking
 // read holds one connection of the client's pool.
+//
+// A consumer opened with broker.ConsumerOptions.Kept (a worker pool's, when
+// the pools of a queue elect a keeper: Driver.Campaign) sleeps instead on
+// the queue's wake signals (internal/wake: BZPOPMIN, up to a minute, one
+// command a minute when idle): {q}:wake, set with every entry added, hands
+// each new job to one sleeping consumer; {q}:reclaim, set by the keeper
+// (Driver.Upkeep, one XPENDING a second) when a lease expired, wakes one to
+// run a takeover pass. A kept consumer runs no pass otherwise, so the cost
+// of the expired-lease scan does not grow with the number of consumers; a
+// read or pass that filled its batch wakes the next consumer. A stopping
+// consumer ends its own wait at once.
 package stream

@@ -30,6 +30,10 @@ type Driver struct {
 	deletedPending atomic.Int64
 	released       atomic.Int64
 	poisoned       atomic.Int64
+	// minVT is the shortest visibility timeout (ns) of the consumers this
+	// driver opened: the idle time after which Upkeep looks for expired
+	// leases (0: none opened, broker.DefaultVisibilityTimeout).
+	minVT atomic.Int64
 
 	*timers.Methods    // broker.Timers, see timers.go
 	*discards.Keeper   // broker.Discards, see discards.go
@@ -68,6 +72,7 @@ func (d *Driver) Capabilities() broker.Capabilities {
 		Extend:      true,
 		Discard:     true,
 		Pause:       true,
+		Keep:        true,
 	}
 }
 
@@ -83,7 +88,13 @@ func (d *Driver) Open(ctx context.Context, queue string, opts *broker.ConsumerOp
 		return nil, fmt.Errorf("stream: open: %w", err)
 	}
 	d.reg.Ensure(ctx, d.rdb, queue) // a failure is logged: the registry only serves the Inspector
-	return newConsumer(d, queue, opts), nil
+	c := newConsumer(d, queue, opts)
+	for v := d.minVT.Load(); v == 0 || int64(c.vt) < v; v = d.minVT.Load() {
+		if d.minVT.CompareAndSwap(v, int64(c.vt)) {
+			break
+		}
+	}
+	return c, nil
 }
 
 // Stats counts what the driver's consumers met since New.
@@ -122,9 +133,9 @@ func (d *Driver) Stats() Stats {
 
 // queueKeys holds the keys of one queue.
 type queueKeys struct {
-	stream, delayed, dead, deadDropped, deadExpired, stats, prune, reclaimed, paused string
-	timers                                                                           timers.Keys
-	discards                                                                         discards.Keys
+	stream, wake, reclaim, delayed, dead, deadDropped, deadExpired, stats, prune, reclaimed, paused, keeper, heir string
+	timers                                                                                                        timers.Keys
+	discards                                                                                                      discards.Keys
 }
 
 func (d *Driver) keys(queue string) queueKeys {
@@ -133,5 +144,6 @@ func (d *Driver) keys(queue string) queueKeys {
 	dk := discards.QueueKeys(d.cfg.Prefix, queue)
 	return queueKeys{stream: k.Part("stream"), delayed: t.Delayed, dead: dk.Dead, deadDropped: dk.Dropped, deadExpired: dk.Expired,
 		stats: k.Part("stats"), prune: k.Part("prune"), reclaimed: k.Part("reclaimed"),
+		keeper: k.Part("keeper"), heir: k.Part("keeper_heir"), wake: k.Part("wake"), reclaim: k.Part("reclaim"),
 		paused: pause.Key(d.cfg.Prefix, queue), timers: t, discards: dk}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/conveyorq/conveyor/internal/registry"
 	"github.com/conveyorq/conveyor/internal/script"
 	"github.com/conveyorq/conveyor/internal/timers"
+	"github.com/conveyorq/conveyor/internal/wake"
 )
 
 // Enqueue stores msgs, which may name different queues: one enqueue.lua call
@@ -44,23 +45,23 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 	}
 	if single && len(msgs) == 1 && d.cfg.MaxLen == 0 && timers.Plain(msgs) {
 		// A stream exists only together with its group: enqueue.lua creates
-		// both, and a drained stream is deleted with its group. So while the
+		// both (a drained stream stays, with its group). So while the
 		// stream exists a plain XADD is as safe as the script and cheaper;
 		// NOMKSTREAM leaves a missing stream to the script, which creates it.
-		stream := keys.Queue(d.cfg.Prefix, msgs[0].Queue).Part("stream")
-		xadd := redis.NewCmd(ctx, "xadd", stream, "nomkstream", "*", "m", codec.Encode(msgs[0], 0))
-		var err error
-		if add == nil {
-			err = script.Send(ctx, d.rdb, xadd)
-		} else {
-			p := d.rdb.Pipeline()
-			_ = p.Process(ctx, script.Once(xadd))
+		// The wake signal (internal/wake) goes in the same round trip: it
+		// wakes one consumer sleeping on it; its outcome is not the call's.
+		q := keys.Queue(d.cfg.Prefix, msgs[0].Queue)
+		xadd := redis.NewCmd(ctx, "xadd", q.Part("stream"), "nomkstream", "*", "m", codec.Encode(msgs[0], 0))
+		p := d.rdb.Pipeline()
+		_ = p.Process(ctx, script.Once(xadd))
+		p.ZAdd(ctx, q.Part("wake"), redis.Z{Member: wake.Member})
+		if add != nil {
 			add.Add(ctx, p)
-			_ = script.Exec(ctx, p) // each command's error is read below
-			err = xadd.Err()
-			if add.Done(ctx) {
-				add = nil
-			}
+		}
+		_ = script.Exec(ctx, p) // each command's error is read below
+		err := xadd.Err()
+		if add != nil && add.Done(ctx) {
+			add = nil
 		}
 		if err == nil {
 			return nil
@@ -119,7 +120,8 @@ func (d *Driver) enqueueMany(ctx context.Context, msgs []*broker.Message) error 
 // (internal/timers.EnqueueArgs). The encoded messages share one buffer.
 func (d *Driver) enqueueCall(msgs []*broker.Message) ([]string, []any) {
 	t := timers.QueueKeys(d.cfg.Prefix, msgs[0].Queue)
-	ks := []string{keys.Queue(d.cfg.Prefix, msgs[0].Queue).Part("stream"), t.Delayed, t.Timers}
+	q := keys.Queue(d.cfg.Prefix, msgs[0].Queue)
+	ks := []string{q.Part("stream"), t.Delayed, t.Timers, q.Part("wake")}
 	size := 0
 	for _, m := range msgs {
 		size += codec.Size(m)

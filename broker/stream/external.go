@@ -22,9 +22,9 @@ import (
 //
 // where stream, group and stored are the fields of PrepareAdd(m). The group
 // must be created with the stream, from ID 0, in the same script as the
-// first XADD: the driver deletes a drained stream together with its group,
-// and its own enqueue appends with a plain XADD NOMKSTREAM while the stream
-// exists, trusting that the group does too. On Redis Cluster every key of
+// first XADD: the driver's own enqueue appends with a plain XADD NOMKSTREAM
+// while the stream exists, trusting that the group does too (an operator
+// may delete a stream, and its group with it). On Redis Cluster every key of
 // the script must hash to the queue's slot: give the application's keys the
 // queue's hash tag, {<queue>} (the stream's key is <prefix>:{<queue>}:stream).
 //

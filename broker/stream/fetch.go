@@ -13,6 +13,7 @@ import (
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/codec"
 	"github.com/conveyorq/conveyor/internal/script"
+	"github.com/conveyorq/conveyor/internal/wake"
 )
 
 // Fetch returns between 1 and max deliveries (max is capped at 1000).
@@ -57,6 +58,15 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 			}
 			return nil, fmt.Errorf("stream: fetch: %w", err)
 		}
+		if c.kept && r.read == max {
+			// More may wait: wake the next sleeping consumer (one wake-up
+			// per batch). Its failure only leaves them to a later one.
+			next := c.keys.wake
+			if r.claimed {
+				next = c.keys.reclaim
+			}
+			_ = wake.Signal(ctx, c.d.rdb, next)
+		}
 		if len(r.ds) > 0 {
 			if c.pausedAfterRead(ctx, r.ds) {
 				continue
@@ -72,6 +82,18 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 		if pass {
 			continue // a takeover pass is under way: go on with it, do not wait
 		}
+		if c.kept {
+			key, err := c.wait(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if key == c.keys.reclaim {
+				c.mu.Lock()
+				c.passDue = true
+				c.mu.Unlock()
+			}
+			continue
+		}
 		ds, err := c.block(ctx, max, c.d.cfg.PollInterval, r.noStream)
 		if err != nil {
 			return nil, err
@@ -85,19 +107,51 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 	}
 }
 
+// wait sleeps on the queue's wake signals (internal/wake) for keptBlock,
+// until one wakes it (its key), ctx is done (ctx.Err()) or the consumer is
+// closed (broker.ErrClosed).
+func (c *consumer) wait(ctx context.Context) (string, error) {
+	d := keptBlock
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl))
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return "", fmt.Errorf("stream: fetch: %w", broker.ErrClosed)
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	defer c.wg.Done()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(c.closing, cancel)
+	defer stop()
+	key, err := c.waiter.WaitFor(wctx, d)
+	switch {
+	case err == nil:
+		return key, nil
+	case ctx.Err() != nil:
+		return "", ctx.Err()
+	case c.isClosed():
+		return "", fmt.Errorf("stream: fetch: %w", broker.ErrClosed)
+	}
+	return "", fmt.Errorf("stream: fetch: %w", err)
+}
+
 // fetchResult is what one fetch.lua call found.
 type fetchResult struct {
 	ds       []*broker.Delivery
-	read     int // entries read, including undecodable ones not in ds
-	poisoned int // entries discarded as poison instead of delivered
+	read     int  // entries read, including undecodable ones not in ds
+	claimed  bool // the round was a takeover pass
+	poisoned int  // entries discarded as poison instead of delivered
 	noStream bool
 }
 
 // fetchOnce runs one fetch round; it recreates the consumer group if
 // someone destroyed it while the stream lives on. NOGROUP also comes from a
-// drained stream deleted (with its group) and recreated between two
-// commands of a round by busy producers and consumers, so it tries a few
-// rounds before giving up.
+// stream deleted by hand (with its group) and recreated between two
+// commands of a round, so it tries a few rounds before giving up.
 func (c *consumer) fetchOnce(ctx context.Context, max int) (fetchResult, error) {
 	for attempt := 1; ; attempt++ {
 		r, err := c.runFetch(ctx, max)
@@ -141,9 +195,10 @@ func (c *consumer) round(ctx context.Context, max int) (fetchResult, error) {
 	start := time.Now()
 	c.mu.Lock()
 	cursor := ""
-	if c.cursor != "0-0" || !start.Before(c.nextClaim) {
+	if c.cursor != "0-0" || c.passDue || (!c.kept && !start.Before(c.nextClaim)) {
 		cursor = c.cursor
 	}
+	c.passDue = false
 	c.mu.Unlock()
 	if cursor == "" {
 		return c.readNew(ctx, max, start)
@@ -159,6 +214,7 @@ func (c *consumer) round(ctx context.Context, max int) (fetchResult, error) {
 	if err != nil {
 		return fetchResult{}, err
 	}
+	res.claimed = true
 	if next != "" {
 		c.mu.Lock()
 		c.cursor = next
@@ -201,9 +257,9 @@ func (c *consumer) round(ctx context.Context, max int) (fetchResult, error) {
 // as much again as reading them. XREADGROUP is one atomic command: an entry
 // it returns is in this consumer's pending list, like one fetch.lua reads;
 // it is sent once (see lost.go).
-// NOGROUP means the stream does not exist (a drained stream is deleted with
-// its group; Fetch then blocks on its creation) or, when it does, that
-// someone destroyed the group (fetchOnce recreates it).
+// NOGROUP means the stream does not exist (no enqueue created it yet, or
+// it was deleted by hand; Fetch then blocks on its creation) or, when it
+// does, that someone destroyed the group (fetchOnce recreates it).
 func (c *consumer) readNew(ctx context.Context, max int, start time.Time) (fetchResult, error) {
 	streams, err := c.readGroup(ctx, &redis.XReadGroupArgs{
 		Group: c.d.cfg.Group, Consumer: c.name,
@@ -246,7 +302,7 @@ func (c *consumer) readNew(ctx context.Context, max int, start time.Time) (fetch
 
 // fetchKeys returns fetch.lua's KEYS.
 func (c *consumer) fetchKeys() []string {
-	return []string{c.keys.stream, c.keys.dead, c.keys.deadDropped, c.keys.deadExpired, c.keys.reclaimed}
+	return []string{c.keys.stream, c.keys.dead, c.keys.deadDropped, c.keys.deadExpired, c.keys.reclaimed, c.keys.wake}
 }
 
 // parseFetch parses fetch.lua's reply: the next XAUTOCLAIM cursor ("" when

@@ -201,8 +201,8 @@ func TestLostFetchReplyCountsNoRecovery(t *testing.T) {
 			if err := l.lostBy.Ack(ctx, got); err != nil {
 				t.Fatalf("ack of the recovered delivery: %v", err)
 			}
-			if n, err := l.direct.Exists(ctx, l.key("q", "stream")).Result(); err != nil || n != 0 {
-				t.Fatalf("the stream is left (%d, %v) after every job was acked", n, err)
+			if !redistest.DrainedStream(t, l.direct, l.key("q", "stream")) {
+				t.Fatal("the stream holds entries after every job was acked")
 			}
 		})
 	}

@@ -35,7 +35,7 @@ import (
 
 // Ack settles deliveries as done: their entries are acknowledged and deleted.
 func (c *consumer) Ack(ctx context.Context, ds ...*broker.Delivery) error {
-	return c.batch(ctx, "ack", ackScript, []string{c.keys.stream, c.keys.stats, c.keys.reclaimed},
+	return c.batch(ctx, "ack", ackScript, []string{c.keys.stream, c.keys.stats, c.keys.reclaimed, c.keys.wake},
 		func(chunk []*broker.Delivery) []any {
 			lo, hi := receiptRange(chunk)
 			return []any{c.d.cfg.Group, c.name, lo, hi}
@@ -62,7 +62,7 @@ func (c *consumer) Release(ctx context.Context, ds ...*broker.Delivery) error {
 }
 
 func (c *consumer) requeue(ctx context.Context, op string, inc int, at int64, ds ...*broker.Delivery) error {
-	return c.batch(ctx, op, requeueScript, []string{c.keys.stream, c.keys.delayed, c.keys.timers.Timers, c.keys.stats, c.keys.reclaimed},
+	return c.batch(ctx, op, requeueScript, []string{c.keys.stream, c.keys.delayed, c.keys.timers.Timers, c.keys.stats, c.keys.reclaimed, c.keys.wake},
 		fixed(c.d.cfg.Group, c.name, inc), ds,
 		func(args []any, d *broker.Delivery, count string) []any { return append(args, d.Receipt, count, at) }, nil)
 }
@@ -73,7 +73,7 @@ func (c *consumer) Discard(ctx context.Context, d *broker.Delivery, reason strin
 }
 
 func (c *consumer) discard(ctx context.Context, d *broker.Delivery, reason string) error {
-	return c.batch(ctx, "discard", discardScript, []string{c.keys.stream, c.keys.dead, c.keys.deadDropped, c.keys.deadExpired, c.keys.stats, c.keys.reclaimed},
+	return c.batch(ctx, "discard", discardScript, []string{c.keys.stream, c.keys.dead, c.keys.deadDropped, c.keys.deadExpired, c.keys.stats, c.keys.reclaimed, c.keys.wake},
 		fixed(c.d.cfg.Group, c.name), []*broker.Delivery{d},
 		func(args []any, d *broker.Delivery, count string) []any {
 			return append(args, d.Receipt, count, reason, c.d.cfg.DiscardMax, c.d.Keeper.Retention.AgeArg())

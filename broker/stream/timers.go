@@ -20,7 +20,7 @@ func (d *Driver) timerMethods() *timers.Methods {
 		Client: d.rdb,
 		Keys: func(queue string) (timers.Keys, timers.Target) {
 			k := d.keys(queue)
-			return k.timers, timers.Target{Key: k.stream, Stream: true, Group: d.cfg.Group}
+			return k.timers, timers.Target{Key: k.stream, Stream: true, Group: d.cfg.Group, Wake: k.wake}
 		},
 		Stored: func(m *broker.Message, now time.Time) []byte {
 			if m.EnqueuedAt.IsZero() {

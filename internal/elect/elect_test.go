@@ -177,4 +177,3 @@ func TestRenewNeverTakesAnothersLease(t *testing.T) {
 		t.Errorf("b's lease has TTL %v; want one", ttl)
 	}
 }
-

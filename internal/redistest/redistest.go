@@ -105,18 +105,45 @@ func Prefix(t testing.TB) string {
 
 // Keys lists the keys under prefix that hold queue state, on every master
 // of a cluster: every key but the bookkeeping ones the Inspector reads,
-// which outlive a drained queue by design (see Bookkeeping). Tests that
+// which outlive a drained queue by design (see Bookkeeping), and drained
+// streams (see DrainedStream). Tests that
 // check nothing is left behind use it.
 func Keys(t testing.TB, c redis.UniversalClient, prefix string) []string {
 	t.Helper()
 	all := AllKeys(t, c, prefix)
 	out := all[:0]
 	for _, k := range all {
-		if !Bookkeeping(prefix, k) {
+		if !Bookkeeping(prefix, k) && !(strings.HasSuffix(k, "}:stream") && DrainedStream(t, c, k)) {
 			out = append(out, k)
 		}
 	}
 	return out
+}
+
+// DrainedStream reports whether the stream at key holds no entry and its
+// groups nothing pending: what the stream driver leaves of a drained queue
+// (it keeps the stream, with its group, so that idle consumers stay blocked
+// on it).
+func DrainedStream(t testing.TB, c redis.UniversalClient, key string) bool {
+	t.Helper()
+	ctx := context.Background()
+	n, err := c.XLen(ctx, key).Result()
+	if err != nil {
+		t.Fatalf("XLEN %s: %v", key, err)
+	}
+	if n != 0 {
+		return false
+	}
+	gs, err := c.XInfoGroups(ctx, key).Result()
+	if err != nil {
+		t.Fatalf("XINFO GROUPS %s: %v", key, err)
+	}
+	for _, g := range gs {
+		if g.Pending != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // Bookkeeping reports whether key is one of the kinds of key that stay
@@ -126,7 +153,11 @@ func Keys(t testing.TB, c redis.UniversalClient, prefix string) []string {
 // leases <prefix>:{<queue>}:reclaimed (it expires an hour after the last
 // reclaim), a queue's keeper election (<prefix>:{<queue>}:keeper,
 // :keeper_heir and :keeper_heir:baton, which expire within seconds: a
-// killed pool's lease stays until its TTL runs out), and the worker registry's index <prefix>:{workers}:index and
+// killed pool's lease stays until its TTL runs out), a queue's wake signals
+// <prefix>:{<queue>}:wake and :reclaim (one member each; a store racing the
+// fetch that drained the queue, or a takeover no keeper asked for, may
+// leave one) and the waits' own keys
+// <prefix>:{<queue>}:...:cancel:<id> (a TTL of seconds), and the worker registry's index <prefix>:{workers}:index and
 // entries <prefix>:{workers}:w:<id> (a killed pool's entry stays until its
 // TTL runs out).
 func Bookkeeping(prefix, key string) bool {
@@ -140,10 +171,13 @@ func Bookkeeping(prefix, key string) bool {
 	if !ok {
 		return false
 	}
-	for _, part := range []string{"}:stats", "}:reclaimed", "}:keeper", "}:keeper_heir", "}:keeper_heir:baton"} {
+	for _, part := range []string{"}:stats", "}:reclaimed", "}:keeper", "}:keeper_heir", "}:keeper_heir:baton", "}:wake", "}:reclaim"} {
 		if q, ok := strings.CutSuffix(rest, part); ok && !strings.Contains(q, "}") {
 			return true
 		}
+	}
+	if i := strings.Index(rest, "}:"); i > 0 && strings.Contains(rest[i:], ":cancel:") {
+		return true
 	}
 	return false
 }

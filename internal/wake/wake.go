@@ -66,19 +66,24 @@ func Needs(key string) []redischeck.Need {
 	}
 }
 
-// Waiter waits on one signal key. Waits may run one at a time.
+// Waiter waits on one signal key, or on several. Waits may run one at a
+// time.
 type Waiter struct {
 	rdb    redis.UniversalClient
 	key    string
+	keys   []string // key, the others, then cancel: BZPOPMIN's keys
 	cancel string
 }
 
-// NewWaiter returns a waiter on key. Its own key is key + ":cancel:" + a
-// random name, in key's cluster slot when key has a hash tag.
-func NewWaiter(rdb redis.UniversalClient, key string) *Waiter {
+// NewWaiter returns a waiter on key and the signals also (on a cluster, in
+// key's slot). Its own key is key + ":cancel:" + a random name, in key's
+// cluster slot when key has a hash tag.
+func NewWaiter(rdb redis.UniversalClient, key string, also ...string) *Waiter {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
-	return &Waiter{rdb: rdb, key: key, cancel: key + ":cancel:" + hex.EncodeToString(b[:])}
+	w := &Waiter{rdb: rdb, key: key, cancel: key + ":cancel:" + hex.EncodeToString(b[:])}
+	w.keys = append(append([]string{key}, also...), w.cancel)
+	return w
 }
 
 // Key returns the signal key.
@@ -90,8 +95,15 @@ func (w *Waiter) Key() string { return w.key }
 // command is ended with a ZADD to the waiter's own key; a member it took
 // meanwhile is given back (Signal), so that no wake-up is lost.
 func (w *Waiter) Wait(ctx context.Context, d time.Duration) (bool, error) {
+	key, err := w.WaitFor(ctx, d)
+	return key == w.key, err
+}
+
+// WaitFor is Wait on every signal of the waiter: it returns the signal key
+// whose member it took, "" when d passed (or ctx ended, with ctx.Err()).
+func (w *Waiter) WaitFor(ctx context.Context, d time.Duration) (string, error) {
 	if err := ctx.Err(); err != nil {
-		return false, err
+		return "", err
 	}
 	d = max(d.Truncate(time.Millisecond), time.Millisecond)
 	type result struct {
@@ -120,13 +132,13 @@ func (w *Waiter) Wait(ctx context.Context, d time.Duration) (bool, error) {
 	_, _ = p.Exec(bg) // if this fails the command ends at its timeout
 	select {
 	case r := <-res:
-		if r.err == nil && r.key == w.key {
-			_ = Signal(bg, w.rdb, w.key) // it took a wake-up meant for another
+		if r.err == nil && r.key != w.cancel && r.key != "" {
+			_ = Signal(bg, w.rdb, r.key) // it took a wake-up meant for another
 		}
 		_ = w.rdb.Del(bg, w.cancel).Err()
 	case <-bg.Done():
 	}
-	return false, ctx.Err()
+	return "", ctx.Err()
 }
 
 // block runs BZPOPMIN on the signal and the waiter's own key for d and
@@ -136,14 +148,19 @@ func (w *Waiter) block(d time.Duration) (string, error) {
 	if d >= time.Second {
 		// The helper sets the socket's read deadline to cover the wait;
 		// it takes whole seconds only.
-		z, err := w.rdb.BZPopMin(ctx, d.Truncate(time.Second), w.key, w.cancel).Result()
+		z, err := w.rdb.BZPopMin(ctx, d.Truncate(time.Second), w.keys...).Result()
 		if err != nil {
 			return "", err
 		}
 		return z.Key, nil
 	}
 	// Under a second the client's read timeout covers the wait.
-	v, err := w.rdb.Do(ctx, "BZPOPMIN", w.key, w.cancel, strconv.FormatFloat(d.Seconds(), 'f', 3, 64)).Slice()
+	args := make([]any, 0, len(w.keys)+2)
+	args = append(args, "BZPOPMIN")
+	for _, k := range w.keys {
+		args = append(args, k)
+	}
+	v, err := w.rdb.Do(ctx, append(args, strconv.FormatFloat(d.Seconds(), 'f', 3, 64))...).Slice()
 	if err != nil {
 		return "", err
 	}
@@ -154,12 +171,14 @@ func (w *Waiter) block(d time.Duration) (string, error) {
 	return key, nil
 }
 
-func (w *Waiter) outcome(key string, err error) (bool, error) {
+func (w *Waiter) outcome(key string, err error) (string, error) {
 	switch {
 	case errors.Is(err, redis.Nil):
-		return false, nil
+		return "", nil
 	case err != nil:
-		return false, fmt.Errorf("wait on %s: %w", w.key, err)
+		return "", fmt.Errorf("wait on %s: %w", w.key, err)
+	case key == w.cancel:
+		return "", nil // a cut that came after the command's own end
 	}
-	return key == w.key, nil
+	return key, nil
 }

@@ -4,8 +4,8 @@
 -- this consumer, with the delivery count the consumer was handed (XACK alone
 -- checks neither owner nor count). Acked entries are XACKed and XDELed (the
 -- driver never trims, so deleting acked entries is what bounds the stream).
--- When the stream is then empty and nothing is pending, the stream key (and
--- with it the group) is deleted; enqueue.lua recreates both.
+-- A drained stream stays, with its group: idle consumers block on it in
+-- XREADGROUP, and each new entry wakes one of them.
 --
 -- The entries of one batch were mostly delivered together, so one XPENDING
 -- over this consumer's entries from ARGV[3] to ARGV[4] usually finds all of
@@ -23,6 +23,8 @@
 -- KEYS[2]  <prefix>:{<queue>}:stats    HASH processed, failed: cumulative counters
 -- KEYS[3]  <prefix>:{<queue>}:reclaimed  ZSET tokens of deliveries whose lease a
 --          reclaim took (internal/reclaims); read only for an entry not pending
+-- KEYS[4]  <prefix>:{<queue>}:wake     ZSET wake signal (internal/wake): deleted when the
+--          stream is left with no entry, so that no signal outlives the work
 -- ARGV[1]  consumer group name
 -- ARGV[2]  consumer name
 -- ARGV[3]  lowest entry ID among the pairs
@@ -80,8 +82,8 @@ if #ids > 0 then
   redis.call('XACK', stream, group, unpack(ids))
   redis.call('XDEL', stream, unpack(ids))
   redis.call('HINCRBY', KEYS[2], 'processed', #ids)
-  if redis.call('XLEN', stream) == 0 and redis.call('XPENDING', stream, group)[1] == 0 then
-    redis.call('DEL', stream)
+  if redis.call('XLEN', stream) == 0 then
+    redis.call('DEL', KEYS[4])
   end
 end
 return out

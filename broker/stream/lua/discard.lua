@@ -9,7 +9,7 @@
 -- message's recoveries include this entry's crash recoveries (delivery
 -- count - 1). An
 -- entry deleted while pending is reported as LEASE_LOST, as in requeue.lua.
--- Like ack.lua, an empty stream with nothing pending is deleted. A discard
+-- A drained stream stays, with its group (see ack.lua). A discard
 -- ends a failed handler run: the queue's stats HASH counts it (field
 -- failed); poison discards (fetch.lua) are crash recoveries and are not
 -- counted.
@@ -21,6 +21,8 @@
 -- KEYS[5]  <prefix>:{<queue>}:stats    HASH processed, failed: cumulative counters
 -- KEYS[6]  <prefix>:{<queue>}:reclaimed  ZSET tokens of deliveries whose lease a
 --          reclaim took (internal/reclaims); read only for an entry not pending
+-- KEYS[7]  <prefix>:{<queue>}:wake     ZSET wake signal: deleted when the stream is left
+--          with no entry (as ack.lua)
 -- ARGV[1]  consumer group name
 -- ARGV[2]  consumer name
 -- ARGV[3]  entry ID
@@ -69,8 +71,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 discard_push(discard_list(dead, KEYS[3], KEYS[4], ARGV[6], ARGV[7]), now, ARGV[5], m)
 redis.call('HINCRBY', KEYS[5], 'failed', 1)
-
-if redis.call('XLEN', stream) == 0 and redis.call('XPENDING', stream, group)[1] == 0 then
-  redis.call('DEL', stream)
+if redis.call('XLEN', stream) == 0 then
+  redis.call('DEL', KEYS[7])
 end
 return {'OK'}

@@ -13,7 +13,8 @@
 -- KEYS[1]  <prefix>:{<queue>}:stream   STREAM, field "m" = encoded message
 -- KEYS[2]  <prefix>:{<queue>}:delayed  ZSET timer ID (= message ID), score = due time (unix ms)
 -- KEYS[3]  <prefix>:{<queue>}:timers   HASH timer ID -> encoded message
--- KEYS[4...] <prefix>:{<queue>}:unique:<key>  STRING the ID of the message
+-- KEYS[4]  <prefix>:{<queue>}:wake     ZSET wake signal (internal/wake), set when entries are added
+-- KEYS[5...] <prefix>:{<queue>}:unique:<key>  STRING the ID of the message
 --          holding a unique key, with a TTL
 -- ARGV[1]  consumer group name
 -- ARGV[2]  max length of the queue (stream entries + delayed), 0 = unlimited
@@ -55,14 +56,19 @@ if stride == 1 then
   for i = 4, #ARGV do
     redis.call('XADD', stream, '*', 'm', ARGV[i])
   end
+  redis.call('ZADD', KEYS[4], 0, 'w')
   return {}
 end
 
 local ready = false
-return enqueue_each(delayed, timers, 4, function(v)
+local dups = enqueue_each(delayed, timers, 4, function(v)
   if not ready then
     ensure_group()
     ready = true
   end
   redis.call('XADD', stream, '*', 'm', v)
 end)
+if ready then
+  redis.call('ZADD', KEYS[4], 0, 'w')
+end
+return dups

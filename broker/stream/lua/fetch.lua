@@ -21,9 +21,7 @@
 -- is pushed on the discard list, the stored message's recoveries set to n
 -- (as discard.lua does). The list is capped at ARGV[7] and its records may
 -- be ARGV[8] old at most, the trimmed records counted in KEYS[3] and KEYS[4]
--- (internal/discards' lib.lua, which the Go side puts in front). Like
--- ack.lua, a stream left empty with nothing pending is deleted (reply [3] is
--- then 1 and nothing is read).
+-- (internal/discards' lib.lua, which the Go side puts in front).
 --
 -- The driver runs it only for rounds that take over expired leases; other
 -- rounds read new entries with a plain XREADGROUP (fetch.go, readNew).
@@ -37,6 +35,8 @@
 -- KEYS[5]  <prefix>:{<queue>}:reclaimed  ZSET tokens "<entry ID>/<delivery count>" of
 --          the deliveries whose lease a takeover took (internal/reclaims);
 --          written only when a takeover claims an entry
+-- KEYS[6]  <prefix>:{<queue>}:wake     ZSET wake signal: deleted when poison discards leave
+--          the stream with no entry (as ack.lua)
 -- ARGV[1]  consumer group name
 -- ARGV[2]  consumer name
 -- ARGV[3]  max messages to return (the caller caps it at 1000)
@@ -151,11 +151,8 @@ if ARGV[5] ~= '' then
       len = redis.call('LPUSH', dead, discard_record(now, reason, records[i][2]))
     end
     discard_retain(discard_list(dead, KEYS[3], KEYS[4], ARGV[7], ARGV[8]), now, len)
-    if redis.call('XLEN', stream) == 0 and redis.call('XPENDING', stream, group)[1] == 0 then
-      -- As ack.lua: a drained queue leaves no stream (or group) behind.
-      redis.call('DEL', stream)
-      out[3] = 1
-      exists = false
+    if redis.call('XLEN', stream) == 0 then
+      redis.call('DEL', KEYS[6])
     end
   end
 end

@@ -1,9 +1,8 @@
 -- inspect_purge.lua: one bounded step of a purge of a queue's ready
 -- entries (Inspector.PurgeReady): XDELs up to ARGV[2] of the entries after
 -- the group's last-delivered-id, oldest (next to be fetched) first. In-flight
--- entries are never purged (they are under a lease). As ack.lua does, a
--- stream left empty with nothing pending is deleted, with its group;
--- enqueue.lua recreates both.
+-- entries are never purged (they are under a lease). A stream left empty
+-- stays, with its group (see ack.lua).
 --
 -- KEYS[1] <prefix>:{<queue>}:stream  STREAM with the consumer group ARGV[1]
 -- ARGV[1] consumer group name
@@ -24,8 +23,5 @@ for _, e in ipairs(redis.call('XRANGE', stream, '(' .. last, '+', 'COUNT', tonum
 end
 if #ids > 0 then
   redis.call('XDEL', stream, unpack(ids))
-end
-if redis.call('XLEN', stream) == 0 and pending == 0 then
-  redis.call('DEL', stream)
 end
 return {#ids, held}

@@ -23,6 +23,8 @@
 --          in failed (a postpone or a release is not)
 -- KEYS[5]  <prefix>:{<queue>}:reclaimed  ZSET tokens of deliveries whose lease a
 --          reclaim took (internal/reclaims); read only for an entry not pending
+-- KEYS[6]  <prefix>:{<queue>}:wake     ZSET wake signal (internal/wake), set when entries
+--          were appended
 -- ARGV[1]  consumer group name
 -- ARGV[2]  consumer name
 -- ARGV[3]  attempt increment: 1 for a retry, 0 for a postpone or a release
@@ -61,8 +63,8 @@ if soonest then
   timer_wake(delayed, timer_head(delayed), due(now, soonest))
 end
 
-local deleted = false
 local requeued = 0
+local added = false
 for i = 4, #ARGV, 3 do
   local id = ARGV[i]
   local status = 'LEASE_LOST'
@@ -100,9 +102,9 @@ for i = 4, #ARGV, 3 do
       end
       if tid then
         timer_put(delayed, KEYS[3], tid, due(now, wait), m)
-        deleted = true
       else
         redis.call('XADD', stream, '*', 'm', m)
+        added = true
       end
       status = 'OK'
       requeued = requeued + 1
@@ -113,8 +115,7 @@ end
 if inc > 0 and requeued > 0 then
   redis.call('HINCRBY', KEYS[4], 'failed', requeued)
 end
-
-if deleted and redis.call('XLEN', stream) == 0 and redis.call('XPENDING', stream, group)[1] == 0 then
-  redis.call('DEL', stream)
+if added then
+  redis.call('ZADD', KEYS[6], 0, 'w')
 end
 return out

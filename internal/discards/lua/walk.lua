@@ -21,8 +21,8 @@
 -- KEYS[2] <prefix>:{<queue>}:ready   LIST (ARGV[2] "list": LPUSH, the back of the queue)
 --      or <prefix>:{<queue>}:stream  STREAM (ARGV[2] "stream": XADD field "m"; the
 --                                    stream and group ARGV[3] are created when missing)
--- KEYS[3] <prefix>:{<queue>}:wake    optional (list only): ZSET wake signal, its member
---                                    added when a re-drive pushed messages (internal/wake)
+-- KEYS[3] <prefix>:{<queue>}:wake    optional: ZSET wake signal, its member added when a
+--                                    re-drive pushed messages (internal/wake)
 -- ARGV[1] "redrive" or "purge" (a purge does not touch KEYS[2])
 -- ARGV[2] "list" or "stream"
 -- ARGV[3] consumer group name (stream only)
@@ -124,9 +124,9 @@ if #hits > 0 then
       end
     else
       bulk('LPUSH', target, msgs)
-      if KEYS[3] then
-        redis.call('ZADD', KEYS[3], 0, 'w')
-      end
+    end
+    if KEYS[3] and #msgs > 0 then
+      redis.call('ZADD', KEYS[3], 0, 'w')
     end
   end
 end

@@ -9,8 +9,8 @@
 -- KEYS[3] <prefix>:{<queue>}:ready    LIST (ARGV[2] "list": LPUSH, the back of the queue)
 --      or <prefix>:{<queue>}:stream   STREAM (ARGV[2] "stream": XADD field "m"; the
 --                                     stream and group ARGV[3] are created when missing)
--- KEYS[4] <prefix>:{<queue>}:wake     optional (list only): ZSET wake signal, its member
---                                     added when messages were pushed (internal/wake)
+-- KEYS[4] <prefix>:{<queue>}:wake     optional: ZSET wake signal, its member added when
+--                                     messages were pushed (internal/wake)
 -- ARGV[1] max timers to promote, >= 1
 -- ARGV[2] "list" or "stream"
 -- ARGV[3] consumer group name (stream only)
@@ -49,9 +49,9 @@ if #ids > 0 then
       end
     else
       bulk('LPUSH', target, vs)
-      if KEYS[4] then
-        redis.call('ZADD', KEYS[4], 0, 'w')
-      end
+    end
+    if KEYS[4] then
+      redis.call('ZADD', KEYS[4], 0, 'w')
     end
   end
   bulk('ZREM', delayed, ids)

@@ -38,6 +38,7 @@ func (d *Driver) needs() []redischeck.Need {
 		key("XADD", s, "*", "m", "v"),
 		key("XLEN", s),
 		key("XRANGE", s, "-", "+"),
+		key("XREVRANGE", s, "+", "-"),
 		key("XDEL", s, "0-1"),
 		key("XGROUP CREATE", s, g, "0"),
 		key("XGROUP DELCONSUMER", s, g, "c"),

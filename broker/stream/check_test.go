@@ -45,6 +45,8 @@ var direct = map[string]string{
 	"Exists":         "EXISTS",
 	"XInfoConsumers": "XINFO CONSUMERS",
 	"ZAdd":           "ZADD",
+	"XInfoGroups":    "XINFO GROUPS",
+	"XRevRangeN":     "XREVRANGE",
 }
 
 // directCall matches a go-redis method called on the driver's client

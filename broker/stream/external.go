@@ -19,8 +19,11 @@ import (
 //	  redis.call('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
 //	end
 //	redis.call('XADD', stream, '*', 'm', stored)
+//	redis.call('ZADD', signal, 0, 'w')
 //
-// where stream, group and stored are the fields of PrepareAdd(m). The group
+// where stream, group, stored and signal are the fields of PrepareAdd(m):
+// the ZADD wakes one sleeping worker pool (internal/wake); without it the
+// job waits until the queue's keeper notices it, within about a second. The group
 // must be created with the stream, from ID 0, in the same script as the
 // first XADD: the driver's own enqueue appends with a plain XADD NOMKSTREAM
 // while the stream exists, trusting that the group does too (an operator
@@ -72,6 +75,9 @@ type ScriptAdd struct {
 	// Stored is the message in the form the driver keeps it, the value of
 	// the entry's field "m".
 	Stored string
+	// SignalKey is the queue's wake signal, for the script's KEYS: a ZSET
+	// the script adds the member "w" to, which wakes one sleeping consumer.
+	SignalKey string
 }
 
 // PrepareAdd returns what an application script needs to add m to its
@@ -84,7 +90,8 @@ func (d *Driver) PrepareAdd(m *broker.Message) (ScriptAdd, error) {
 	if err != nil {
 		return ScriptAdd{}, err
 	}
-	return ScriptAdd{StreamKey: d.keys(m.Queue).stream, Group: d.cfg.Group, Stored: stored}, nil
+	k := d.keys(m.Queue)
+	return ScriptAdd{StreamKey: k.stream, Group: d.cfg.Group, Stored: stored, SignalKey: k.wake}, nil
 }
 
 // Stored returns the form in which the driver keeps m in its queue's stream

@@ -154,7 +154,7 @@ func (s *shop) buy(ctx context.Context, sale, user, ip string) (buyResult, error
 		return buyResult{}, err
 	}
 	v, err := buyScript.Run(ctx, s.rdb,
-		[]string{s.stockKey(sale), s.buyersKey(sale), s.orderKey(order), add.StreamKey},
+		[]string{s.stockKey(sale), s.buyersKey(sale), s.orderKey(order), add.StreamKey, add.SignalKey},
 		user, order, sale, add.Group, add.Stored).Slice()
 	if err != nil {
 		return buyResult{}, fmt.Errorf("buy: %w", err)

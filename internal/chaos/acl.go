@@ -57,8 +57,9 @@ var aclCommands = map[string][]string{
 		"hget", "get", "llen", "lrange", "lpos", "lset", "lrem", "sscan", "xinfo|groups",
 		// The worker registry (internal/workers): a pool's beats.
 		"srem",
-		// Kept consumers' and the keeper election's sleeps (internal/wake).
-		"bzpopmin",
+		// Kept consumers' and the keeper election's sleeps (internal/wake),
+		// the keeper's look for unread entries.
+		"bzpopmin", "xrevrange",
 	},
 }
 

@@ -17,6 +17,8 @@
 --          user, sale
 -- KEYS[4]  <prefix>:{<queue>}:stream                  the queue's STREAM
 --          (stream.Driver.PrepareAdd: StreamKey)
+-- KEYS[5]  <prefix>:{<queue>}:wake                    the queue's wake signal, a ZSET:
+--          adding its member wakes one sleeping worker pool (PrepareAdd: SignalKey)
 -- ARGV[1]  user ID
 -- ARGV[2]  order ID
 -- ARGV[3]  sale ID
@@ -44,6 +46,7 @@ if redis.call('EXISTS', stream) == 0 then
   redis.call('XGROUP', 'CREATE', stream, ARGV[4], '0', 'MKSTREAM')
 end
 redis.call('XADD', stream, '*', 'm', ARGV[5])
+redis.call('ZADD', KEYS[5], 0, 'w')
 left = redis.call('DECR', stock)
 redis.call('HSET', buyers, user, ARGV[2])
 redis.call('HSET', order, 'state', 'unpaid', 'user', user, 'sale', ARGV[3])

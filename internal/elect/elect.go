@@ -157,11 +157,11 @@ func (e *Election) Run(ctx context.Context, lead func(ctx context.Context)) erro
 // it or StandbyEvery passes (jittered between half and one and a half of
 // it), and returns heir when it got it. With the heir's seat taken it tries
 // for the leader's lease too (and returns leader when it got it: the leader
-// and the heir died together). For its first two HeirTTLs it looks every
-// HeirTTL, so that a candidate that starts while a dead heir's lease holds
+// and the heir died together). It looks once more HeirTTL after it
+// started, so that a candidate that starts while a dead heir's lease holds
 // the seat takes over when that lease runs out, not a minute later.
 func (e *Election) standby(ctx context.Context) role {
-	young := time.Now().Add(2 * e.cfg.HeirTTL)
+	recheck := time.Now().Add(e.cfg.HeirTTL + e.cfg.Renew)
 	for {
 		ok, err := e.take(ctx, e.cfg.Heir, e.cfg.HeirTTL)
 		if err != nil {
@@ -176,8 +176,8 @@ func (e *Election) standby(ctx context.Context) role {
 		}
 		every := e.cfg.StandbyEvery
 		wait := every/2 + rand.N(every)
-		if time.Now().Before(young) {
-			wait = e.cfg.HeirTTL/2 + rand.N(e.cfg.HeirTTL/2)
+		if until := time.Until(recheck); until > 0 {
+			wait = until
 		}
 		if _, err := e.baton.Wait(ctx, wait); err != nil {
 			if ctx.Err() != nil {

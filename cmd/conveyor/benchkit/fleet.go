@@ -25,8 +25,10 @@ import (
 const (
 	fleetEvery = 20 * time.Millisecond
 	fleetDelay = 300 * time.Millisecond
-	// fleetSettle lets the pools start and their first waits begin.
-	fleetSettle = time.Second
+	// fleetSettle lets the pools start, their first waits begin and the
+	// keeper election settle (a standby looks twice in its first
+	// elect.DefaultHeirTTL), so that idle is the fleet's steady state.
+	fleetSettle = 5 * time.Second
 )
 
 func fleet(ctx context.Context, e *Env, f Factory, _ string) (_ []Metric, err error) {

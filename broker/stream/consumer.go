@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/conveyorq/conveyor/broker"
@@ -61,7 +62,9 @@ type consumer struct {
 	// expired, which makes it run a takeover pass (passDue, under mu).
 	kept    bool
 	passDue bool
-	waiter  *wake.Waiter
+	// signalling is set while a background signal (see signal) is sent.
+	signalling atomic.Bool
+	waiter     *wake.Waiter
 	// closing ends when the consumer is closed: it cuts a wait short.
 	closing context.Context
 	cancel  context.CancelFunc

@@ -65,9 +65,9 @@ type consumer struct {
 	// Close can wait for them all (sync.WaitGroup forbids Add racing Wait).
 	mu     sync.Mutex
 	closed bool
-	done   chan struct{}
 	waits  sync.WaitGroup
-	// closing ends when the consumer is closed: it cuts a wait short.
+	// closing ends when the consumer is closed (close): it cuts a wait
+	// short.
 	closing context.Context
 	close   context.CancelFunc
 }
@@ -91,7 +91,6 @@ func newConsumer(d *Driver, queue string, opts *broker.ConsumerOptions) *consume
 			vt.Milliseconds(), d.cfg.ReapBatch, d.cfg.DiscardMax, d.cfg.MaxRecoveries, d.Keeper.Retention.AgeArg(),
 		},
 		name: randomName(),
-		done: make(chan struct{}),
 	}
 }
 
@@ -140,7 +139,7 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if held, err := c.pause.Hold(ctx, c.d.client, c.k.paused, c.done); err != nil {
+		if held, err := c.pause.Hold(ctx, c.d.client, c.k.paused, c.closing.Done()); err != nil {
 			if errors.Is(err, ctx.Err()) || errors.Is(err, broker.ErrClosed) {
 				return nil, err // as a wait returns them
 			}
@@ -188,11 +187,6 @@ func (c *consumer) wait(ctx context.Context, hint time.Duration) (bool, error) {
 		if hint >= 0 && hint < d {
 			d = hint
 		}
-	}
-	// Block no longer than ctx allows, so that a Fetch that times out does
-	// not leave its command blocked behind it.
-	if dl, ok := ctx.Deadline(); ok {
-		d = min(d, time.Until(dl))
 	}
 	c.mu.Lock()
 	if c.closed {
@@ -259,7 +253,6 @@ func (c *consumer) Close(ctx context.Context) error {
 	c.mu.Lock()
 	if !c.closed {
 		c.closed = true
-		close(c.done)
 		c.close()
 	}
 	c.mu.Unlock()

@@ -243,3 +243,30 @@ func TestIdleFetchDoesNotPoll(t *testing.T) {
 		t.Fatalf("an idle Fetch sent %d commands in %v", n, idle)
 	}
 }
+
+// TestKeptIdleFetchSleeps: a kept consumer (a worker pool's) looks once and
+// then sleeps on the wake signal until its context ends: three commands in
+// 3s, where one that looks for expired leases itself sends about six.
+func TestKeptIdleFetchSleeps(t *testing.T) {
+	t.Parallel()
+	rc := redistest.NewClient(t)
+	hook := &countingHook{}
+	rc.AddHook(hook)
+	e := newEnvOn(t, rc, nil)
+	c, err := e.d.Open(context.Background(), "q", &broker.ConsumerOptions{VisibilityTimeout: time.Minute, Kept: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	before := hook.n.Load() // Open's SADD to the queue registry
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if _, err := c.Fetch(ctx, 10); err != context.DeadlineExceeded {
+		t.Fatalf("fetch on an empty queue: %v", err)
+	}
+	// fetch.lua, then BZPOPMIN until the deadline: two, as the client's
+	// helper takes whole seconds (2s, then the 0.99s left).
+	if n := hook.n.Load() - before; n > 3 {
+		t.Fatalf("an idle kept Fetch sent %d commands in 3s, want at most 3", n)
+	}
+}

@@ -27,7 +27,6 @@ type consumer struct {
 
 	mu        sync.Mutex
 	closed    bool
-	done      chan struct{} // closed by Close
 	wg        sync.WaitGroup
 	cursor    string    // XAUTOCLAIM cursor; "0-0" starts a pass
 	nextClaim time.Time // when the next XAUTOCLAIM pass may start
@@ -65,7 +64,8 @@ type consumer struct {
 	// signalling is set while a background signal (see signal) is sent.
 	signalling atomic.Bool
 	waiter     *wake.Waiter
-	// closing ends when the consumer is closed: it cuts a wait short.
+	// closing ends when the consumer is closed (cancel): Fetch and a wait
+	// return broker.ErrClosed.
 	closing context.Context
 	cancel  context.CancelFunc
 }
@@ -94,7 +94,6 @@ func newConsumer(d *Driver, queue string, opts *broker.ConsumerOptions) *consume
 		keys:      k,
 		vt:        vt,
 		vtMS:      strconv.FormatInt(vt.Milliseconds(), 10),
-		done:      make(chan struct{}),
 		cursor:    "0-0",
 		held:      make(map[string]string),
 		nextPrune: time.Now().Add(d.cfg.pruneInterval()),
@@ -113,7 +112,6 @@ func (c *consumer) Close(ctx context.Context) error {
 		return nil
 	}
 	c.closed = true
-	close(c.done)
 	c.cancel()
 	c.mu.Unlock()
 

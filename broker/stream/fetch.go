@@ -26,6 +26,9 @@ import (
 // tries again (a promoter's XADD of a due timer wakes it at once);
 // when the stream does not exist yet it blocks on the stream's creation
 // instead. An idle consumer so sends about two commands per PollInterval.
+// A kept consumer (broker.ConsumerOptions.Kept) runs no pass of its own and
+// sleeps on the queue's wake signals instead (see wait and Driver.Upkeep):
+// one command a minute when idle.
 //
 // The blocking read runs in a goroutine so that Fetch returns ctx.Err() as
 // soon as ctx is done (or broker.ErrClosed when the consumer is closed); if
@@ -43,7 +46,7 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if held, err := c.pause.Hold(ctx, c.d.rdb, c.keys.paused, c.done); err != nil {
+		if held, err := c.pause.Hold(ctx, c.d.rdb, c.keys.paused, c.closing.Done()); err != nil {
 			if !errors.Is(err, ctx.Err()) {
 				err = fmt.Errorf("stream: fetch: %w", err)
 			}
@@ -83,14 +86,8 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 			continue // a takeover pass is under way: go on with it, do not wait
 		}
 		if c.kept {
-			key, err := c.wait(ctx)
-			if err != nil {
+			if err := c.sleep(ctx); err != nil {
 				return nil, err
-			}
-			if key == c.keys.reclaim {
-				c.mu.Lock()
-				c.passDue = true
-				c.mu.Unlock()
 			}
 			continue
 		}
@@ -126,14 +123,32 @@ func (c *consumer) signal(key string) {
 	}()
 }
 
+// sleep waits on the queue's wake signals until one wakes the consumer
+// (the reclaim signal asks for a takeover pass), ctx is done or the
+// consumer is closed. A wait that ran out is followed by another, not by a
+// read: nothing signalled, so nothing came (the keeper signals entries
+// that came without one).
+func (c *consumer) sleep(ctx context.Context) error {
+	for {
+		key, err := c.wait(ctx)
+		switch {
+		case err != nil:
+			return err
+		case key == c.keys.reclaim:
+			c.mu.Lock()
+			c.passDue = true
+			c.mu.Unlock()
+			return nil
+		case key != "":
+			return nil
+		}
+	}
+}
+
 // wait sleeps on the queue's wake signals (internal/wake) for keptBlock,
 // until one wakes it (its key), ctx is done (ctx.Err()) or the consumer is
 // closed (broker.ErrClosed).
 func (c *consumer) wait(ctx context.Context) (string, error) {
-	d := keptBlock
-	if dl, ok := ctx.Deadline(); ok {
-		d = min(d, time.Until(dl))
-	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -146,7 +161,7 @@ func (c *consumer) wait(ctx context.Context) (string, error) {
 	defer cancel()
 	stop := context.AfterFunc(c.closing, cancel)
 	defer stop()
-	key, err := c.waiter.WaitFor(wctx, d)
+	key, err := c.waiter.WaitFor(wctx, keptBlock)
 	switch {
 	case err == nil:
 		return key, nil
@@ -464,7 +479,7 @@ func (c *consumer) block(ctx context.Context, max int, wait time.Duration, noStr
 	case <-ctx.Done():
 		close(giveUp)
 		return nil, ctx.Err()
-	case <-c.done:
+	case <-c.closing.Done():
 		close(giveUp)
 		return nil, fmt.Errorf("stream: fetch: %w", broker.ErrClosed)
 	}

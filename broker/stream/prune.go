@@ -12,8 +12,11 @@ import (
 // consumer's fetch therefore sweeps its queue's group now and then
 // (prune.lua): it removes the consumers holding no pending entry that have
 // been idle longer than pruneIdle(vt), at most pruneMax per sweep. A live
-// consumer is never idle that long: each fetch round, blocking or not,
-// resets its idle time, and a round runs at least every PollInterval. One
+// consumer that is not kept is never idle that long: each fetch round,
+// blocking or not, resets its idle time, and a round runs at least every
+// PollInterval. A kept one (broker.ConsumerOptions.Kept) sleeps on the wake
+// signals without touching the group and may be; it holds nothing, so its
+// removal costs nothing: its next XREADGROUP adds it back. One
 // sweep per queue runs per pruneEvery across the fleet (the prune key
 // elects it); a consumer first tries one pruneEvery after Open, then every
 // pruneEvery.

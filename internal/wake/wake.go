@@ -90,8 +90,9 @@ func NewWaiter(rdb redis.UniversalClient, key string, also ...string) *Waiter {
 func (w *Waiter) Key() string { return w.key }
 
 // Wait blocks until the signal's member is taken by this waiter (true), d
-// passes (false), or ctx ends (ctx.Err()). d is rounded down to whole
-// milliseconds and is at least one. When ctx ends first the blocked
+// passes (false), or ctx ends (ctx.Err()). d is cut to what ctx's deadline
+// leaves, so that a wait that times out leaves no command blocked behind
+// it, rounded down to whole milliseconds, and is at least one. When ctx ends first the blocked
 // command is ended with a ZADD to the waiter's own key; a member it took
 // meanwhile is given back (Signal), so that no wake-up is lost.
 func (w *Waiter) Wait(ctx context.Context, d time.Duration) (bool, error) {
@@ -104,6 +105,9 @@ func (w *Waiter) Wait(ctx context.Context, d time.Duration) (bool, error) {
 func (w *Waiter) WaitFor(ctx context.Context, d time.Duration) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl))
 	}
 	d = max(d.Truncate(time.Millisecond), time.Millisecond)
 	type result struct {
@@ -123,19 +127,25 @@ func (w *Waiter) WaitFor(ctx context.Context, d time.Duration) (string, error) {
 		return w.outcome(r.key, r.err)
 	case <-ctx.Done():
 	}
-	// Cut the command short, then wait for it: Redis answers it at once.
 	bg, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	p := w.rdb.Pipeline()
-	p.ZAdd(bg, w.cancel, redis.Z{Member: Member})
-	p.PExpire(bg, w.cancel, cancelTTL)
-	_, _ = p.Exec(bg) // if this fails the command ends at its timeout
+	cut := !errors.Is(ctx.Err(), context.DeadlineExceeded)
+	if cut {
+		// Cancelled: cut the command short, then wait for it (Redis
+		// answers it at once). A deadline needs no cut: d ends with it.
+		p := w.rdb.Pipeline()
+		p.ZAdd(bg, w.cancel, redis.Z{Member: Member})
+		p.PExpire(bg, w.cancel, cancelTTL)
+		_, _ = p.Exec(bg) // if this fails the command ends at its timeout
+	}
 	select {
 	case r := <-res:
 		if r.err == nil && r.key != w.cancel && r.key != "" {
 			_ = Signal(bg, w.rdb, r.key) // it took a wake-up meant for another
 		}
-		_ = w.rdb.Del(bg, w.cancel).Err()
+		if cut {
+			_ = w.rdb.Del(bg, w.cancel).Err()
+		}
 	case <-bg.Done():
 	}
 	return "", ctx.Err()

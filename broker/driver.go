@@ -46,12 +46,11 @@ type ConsumerOptions struct {
 	// Defaults to 30s. Ignored by drivers without leases.
 	VisibilityTimeout time.Duration
 	// Kept says that a keeper elected for the queue (Keeper and Upkeeper;
-	// a worker pool campaigns for it) watches its expired leases, so an
-	// idle Fetch need not wake to look for them: it sleeps until a message
-	// comes (or the keeper wakes it to take over expired leases), or a
-	// minute. Without it an idle Fetch looks at least once a second (about
-	// two commands a second per consumer). Ignored by drivers without an
-	// Upkeeper.
+	// a worker pool campaigns for it) watches its expired leases: an idle
+	// Fetch sleeps on the queue's wake signal, which a new message (or the
+	// keeper, for expired leases) sets. How long it sleeps is the driver's
+	// (list: up to a minute; stream: up to its PollInterval, as its own
+	// takeover passes stay). Ignored by drivers without an Upkeeper.
 	Kept bool
 }
 

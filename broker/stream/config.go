@@ -52,9 +52,8 @@ type Config struct {
 	// PollInterval is the longest an idle Fetch blocks before it looks again
 	// for expired leases, and how often a busy consumer looks for them (due
 	// timers wake it at once: a promoter appends them). An idle consumer sends about two
-	// commands per PollInterval. Defaults to 1s. It does not apply to a
-	// consumer opened with broker.ConsumerOptions.Kept (a worker pool's),
-	// whose queue's keeper looks for expired leases once a second.
+	// commands per PollInterval, kept (broker.ConsumerOptions.Kept) or not.
+	// Defaults to 1s.
 	PollInterval time.Duration
 	// Logger receives warnings (entries deleted while pending, messages
 	// discarded as poison, a risky maxmemory-policy) and errors of

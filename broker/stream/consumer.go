@@ -56,7 +56,7 @@ type consumer struct {
 
 	// kept: the consumer was opened with broker.ConsumerOptions.Kept. It
 	// then sleeps on the queue's wake signals (waiter) instead of blocking
-	// in XREADGROUP, up to keptBlock: {q}:wake, set when entries are
+	// in XREADGROUP, up to PollInterval: {q}:wake, set when entries are
 	// added, and {q}:reclaim, set by the keeper (Driver.Upkeep) when leases
 	// expired, which makes it run a takeover pass (passDue, under mu).
 	kept    bool
@@ -69,11 +69,6 @@ type consumer struct {
 	closing context.Context
 	cancel  context.CancelFunc
 }
-
-// keptBlock is the longest one idle wait of a kept consumer lasts; it then
-// waits again. It sets the idle load of a kept consumer: one command a
-// minute.
-const keptBlock = time.Minute
 
 var _ broker.Consumer = (*consumer)(nil)
 

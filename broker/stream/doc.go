@@ -80,12 +80,16 @@
 //
 // A consumer opened with broker.ConsumerOptions.Kept (a worker pool's, when
 // the pools of a queue elect a keeper: Driver.Campaign) sleeps instead on
-// the queue's wake signals (internal/wake: BZPOPMIN, up to a minute, one
-// command a minute when idle): {q}:wake, set with every entry added, hands
-// each new job to one sleeping consumer; {q}:reclaim, set by the keeper
-// (Driver.Upkeep, one XPENDING a second) when a lease expired, wakes one to
-// run a takeover pass. A kept consumer runs no pass otherwise, so the cost
-// of the expired-lease scan does not grow with the number of consumers; a
+// the queue's wake signals (internal/wake: BZPOPMIN, for at most
+// PollInterval): {q}:wake, set with every entry added, hands each new job
+// to one sleeping consumer; {q}:reclaim, set by the keeper (Driver.Upkeep,
+// one XPENDING a second) when a lease expired, wakes one to run a takeover
+// pass at once. It still runs its own pass at most once per PollInterval,
+// idle or busy, as a consumer that is not kept does: expired leases left to
+// the keeper's signal alone went to the consumer idle the longest, which
+// concentrated a crash's victims on one worker (the chaos suite's
+// round-robin kills then made healthy jobs poison). So a kept stream
+// consumer's idle cost is about two commands per PollInterval, as before; a
 // read or pass that filled its batch wakes the next consumer. A stopping
 // consumer ends its own wait at once.
 package stream

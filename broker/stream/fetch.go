@@ -124,28 +124,22 @@ func (c *consumer) signal(key string) {
 }
 
 // sleep waits on the queue's wake signals until one wakes the consumer
-// (the reclaim signal asks for a takeover pass), ctx is done or the
-// consumer is closed. A wait that ran out is followed by another, not by a
-// read: nothing signalled, so nothing came (the keeper signals entries
-// that came without one).
+// (the reclaim signal asks for a takeover pass), PollInterval passes (the
+// next round runs its own pass, as a consumer that is not kept does:
+// leaving expired leases to the keeper's signal alone concentrated them on
+// the consumer idle the longest, and the chaos suite's round-robin kills
+// then made healthy jobs poison), ctx is done or the consumer is closed.
 func (c *consumer) sleep(ctx context.Context) error {
-	for {
-		key, err := c.wait(ctx)
-		switch {
-		case err != nil:
-			return err
-		case key == c.keys.reclaim:
-			c.mu.Lock()
-			c.passDue = true
-			c.mu.Unlock()
-			return nil
-		case key != "":
-			return nil
-		}
+	key, err := c.wait(ctx)
+	if err == nil && key == c.keys.reclaim {
+		c.mu.Lock()
+		c.passDue = true
+		c.mu.Unlock()
 	}
+	return err
 }
 
-// wait sleeps on the queue's wake signals (internal/wake) for keptBlock,
+// wait sleeps on the queue's wake signals (internal/wake) for PollInterval,
 // until one wakes it (its key), ctx is done (ctx.Err()) or the consumer is
 // closed (broker.ErrClosed).
 func (c *consumer) wait(ctx context.Context) (string, error) {
@@ -161,7 +155,7 @@ func (c *consumer) wait(ctx context.Context) (string, error) {
 	defer cancel()
 	stop := context.AfterFunc(c.closing, cancel)
 	defer stop()
-	key, err := c.waiter.WaitFor(wctx, keptBlock)
+	key, err := c.waiter.WaitFor(wctx, c.d.cfg.PollInterval)
 	switch {
 	case err == nil:
 		return key, nil
@@ -229,7 +223,7 @@ func (c *consumer) round(ctx context.Context, max int) (fetchResult, error) {
 	start := time.Now()
 	c.mu.Lock()
 	cursor := ""
-	if c.cursor != "0-0" || c.passDue || (!c.kept && !start.Before(c.nextClaim)) {
+	if c.cursor != "0-0" || c.passDue || !start.Before(c.nextClaim) {
 		cursor = c.cursor
 	}
 	c.passDue = false

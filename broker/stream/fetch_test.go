@@ -379,37 +379,3 @@ func TestIdleLoad(t *testing.T) {
 		})
 	}
 }
-
-// TestKeptIdleLoad: a kept consumer (a worker pool's) reads once and then
-// sleeps on the wake signals until its context ends, whatever its
-// PollInterval: three commands in 2s, where one that is not kept sends
-// about eight (TestIdleLoad).
-func TestKeptIdleLoad(t *testing.T) {
-	t.Parallel()
-	rdb := redistest.NewClient(t)
-	e := newEnvWith(t, rdb, &stream.Config{PollInterval: 500 * time.Millisecond})
-	e.enqueue(msg("q", "held"))
-	e.fetch(e.open("q", time.Minute), 1) // the stream and its group exist
-	// The enqueue's wake signal, which no kept consumer took, would wake
-	// this one once.
-	if err := rdb.Del(context.Background(), e.key("q", "wake")).Err(); err != nil {
-		t.Fatal(err)
-	}
-	c, err := e.d.Open(context.Background(), "q", &broker.ConsumerOptions{VisibilityTimeout: time.Minute, Kept: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	hook := &countHook{}
-	rdb.AddHook(hook)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if _, err := c.Fetch(ctx, 10); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Fetch: %v", err)
-	}
-	// One XREADGROUP, then BZPOPMIN until the deadline: two, as the
-	// client's helper takes whole seconds (1s, then the 0.99s left).
-	if n := hook.n.Load(); n > 3 {
-		t.Fatalf("an idle kept Fetch sent %d commands in 2s, want at most 3", n)
-	}
-}

@@ -228,9 +228,10 @@ func (e *Election) heir(ctx context.Context) role {
 	}
 }
 
-// lead runs lead while it renews the lease every Renew; it returns heir when
-// the lease was lost (the key was gone: the heir may take it first, or this
-// candidate at its next poll) and standby when another holds it.
+// lead runs lead while it renews the lease every Renew. It returns heir
+// when no renewal got through for TTL (Redis errors: the lease may have run
+// out), and standby when the lease was gone or another candidate held it
+// (a standby tries for the lease again at once).
 func (e *Election) lead(ctx context.Context, lead func(ctx context.Context)) role {
 	lctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup

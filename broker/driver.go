@@ -52,6 +52,13 @@ type ConsumerOptions struct {
 	// (list: up to a minute; stream: up to its PollInterval, as its own
 	// takeover passes stay). Ignored by drivers without an Upkeeper.
 	Kept bool
+	// Idle, when set, is called by Fetch each time it found nothing it
+	// could return (the queue has nothing ready for this consumer, or it is
+	// paused) and is about to wait, from the goroutine that called Fetch.
+	// It tells a caller that serves several queues that this one is empty
+	// for now: a worker pool with strict priorities lets lower queues run
+	// only while the higher ones wait here. It must return at once.
+	Idle func()
 }
 
 // VisibilityTimeoutOrDefault returns the lease length these options ask for.

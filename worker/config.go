@@ -1,10 +1,13 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/conveyorq/conveyor"
@@ -14,8 +17,32 @@ import (
 
 // Config configures a Pool. The zero value is valid.
 type Config struct {
-	// Queue to consume. Defaults to "default".
+	// Queue to consume. Defaults to "default" unless Queues is set.
 	Queue string
+	// Queues, set instead of Queue, makes the pool serve several queues,
+	// each with a weight from 1, for example {"critical": 6, "default": 3,
+	// "low": 1}. Workers start the jobs of the queues that have some in
+	// proportion to their weights (while all three above have a backlog,
+	// 6 of every 10 jobs started are critical's, in a smooth round robin),
+	// and a queue of the least weight is never starved. The pool holds
+	// about a weight's share of Concurrency fetched ahead per queue, and an
+	// empty queue costs no round trip: its fetch sleeps in Redis until a job
+	// arrives. Handlers are routed by kind, whichever queue a job came from.
+	Queues map[string]int
+	// StrictPriority serves Queues in strict priority, the highest weight
+	// first (weights must then differ): no job of a queue starts while a
+	// queue of higher priority has jobs ready, apart from those the pool
+	// held or was fetching when the higher queue's jobs arrived and before
+	// its fetch brought them (its waiting room, a lower queue's buffer and
+	// a fetch in flight: at most 3×Concurrency, a few in practice). A lower
+	// queue is fetched only while every higher one is empty, paused or at
+	// its QueueConcurrency cap, so a busy high queue starves the lower ones
+	// by design.
+	StrictPriority bool
+	// QueueConcurrency caps, per queue, how many of its jobs the pool holds
+	// at once (running plus fetched ahead), within Concurrency: at most
+	// that many run. Queues not named are capped by Concurrency alone.
+	QueueConcurrency map[string]int
 	// Concurrency is the number of jobs run at once. Defaults to 10.
 	Concurrency int
 	// VisibilityTimeout is the lease of a fetched job. The pool extends the
@@ -91,6 +118,70 @@ type Config struct {
 	RegistryInterval time.Duration
 }
 
+// checkQueues validates Queues, StrictPriority and QueueConcurrency.
+func (c *Config) checkQueues() error {
+	seen := make(map[int]string, len(c.Queues))
+	for q, w := range c.Queues {
+		if err := broker.ValidateQueue(q); err != nil {
+			return fmt.Errorf("worker: Queues: %w", err)
+		}
+		if w < 1 {
+			return fmt.Errorf("worker: Queues: queue %q has weight %d; weights start at 1", q, w)
+		}
+		if other, ok := seen[w]; ok && c.StrictPriority {
+			return fmt.Errorf("worker: StrictPriority: queues %q and %q share priority %d", min(q, other), max(q, other), w)
+		}
+		seen[w] = q
+	}
+	if c.StrictPriority && len(c.Queues) == 0 {
+		return errors.New("worker: StrictPriority needs Queues")
+	}
+	for q, n := range c.QueueConcurrency {
+		if _, ok := c.Queues[q]; !ok && q != c.Queue {
+			return fmt.Errorf("worker: QueueConcurrency: the pool does not serve queue %q", q)
+		}
+		if n < 1 || n > c.Concurrency {
+			return fmt.Errorf("worker: QueueConcurrency: queue %q capped at %d, outside 1..Concurrency (%d)", q, n, c.Concurrency)
+		}
+	}
+	return nil
+}
+
+// laneSpecs returns the queues of a pool that needs lanes (several queues,
+// or a cap under Concurrency), strict priority's highest first, else by
+// name; nil for a pool of one uncapped queue.
+func (c *Config) laneSpecs() []laneSpec {
+	var qs []laneSpec
+	if c.Queue != "" {
+		if n, ok := c.QueueConcurrency[c.Queue]; ok && n < c.Concurrency {
+			return []laneSpec{{name: c.Queue, weight: 1, cap: n}}
+		}
+		return nil
+	}
+	for q, w := range c.Queues {
+		qs = append(qs, laneSpec{name: q, weight: w, cap: c.QueueConcurrency[q]})
+	}
+	slices.SortFunc(qs, func(a, b laneSpec) int {
+		if c.StrictPriority && a.weight != b.weight {
+			return cmp.Compare(b.weight, a.weight)
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	return qs
+}
+
+// queueNames returns the queues the pool serves.
+func (c *Config) queueNames() []string {
+	if c.Queue != "" {
+		return []string{c.Queue}
+	}
+	var qs []string
+	for _, l := range c.laneSpecs() {
+		qs = append(qs, l.name)
+	}
+	return qs
+}
+
 // DefaultRegistryInterval is Config.RegistryInterval's default.
 const DefaultRegistryInterval = 15 * time.Second
 
@@ -99,14 +190,27 @@ const DefaultRegistryInterval = 15 * time.Second
 const DefaultJobTimeout = 30 * time.Minute
 
 func (c Config) withDefaults() (Config, error) {
-	if c.Queue == "" {
+	if c.Queue != "" && len(c.Queues) > 0 {
+		return c, errors.New("worker: set Queue or Queues, not both")
+	}
+	if c.Queue == "" && len(c.Queues) == 0 {
 		c.Queue = "default"
 	}
-	if err := broker.ValidateQueue(c.Queue); err != nil {
-		return c, fmt.Errorf("worker: Queue: %w", err)
+	if c.Queue != "" {
+		if err := broker.ValidateQueue(c.Queue); err != nil {
+			return c, fmt.Errorf("worker: Queue: %w", err)
+		}
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = 10
+	}
+	if err := c.checkQueues(); err != nil {
+		return c, err
+	}
+	if len(c.Queues) == 1 {
+		for q := range c.Queues {
+			c.Queue, c.Queues, c.StrictPriority = q, nil, false
+		}
 	}
 	if c.VisibilityTimeout == 0 {
 		c.VisibilityTimeout = broker.DefaultVisibilityTimeout

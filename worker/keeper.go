@@ -9,39 +9,58 @@ import (
 	"github.com/conveyorq/conveyor/delay"
 )
 
-// startKeeper runs the upkeep of the pool's queue until ctx ends (the pool
-// stops fetching) and closes the channel it returns when done. With a
-// driver that elects one keeper per queue (broker.Keeper) the pool
-// campaigns, and while elected it promotes the queue's timers and runs the
-// driver's upkeep (expired leases, broker.Upkeeper) when the driver asks;
-// otherwise it promotes on its own, as every other pool of the queue does.
-func (p *Pool) startKeeper(ctx context.Context) <-chan struct{} {
-	k, ok := p.d.(broker.Keeper)
-	if !ok {
-		return p.startPromoter(ctx)
-	}
+// startKeepers runs the upkeep of each of the pool's queues until ctx ends
+// (the pool stops fetching) and closes the channel it returns when all are
+// done.
+func (p *Pool) startKeepers(ctx context.Context) <-chan struct{} {
 	done := make(chan struct{})
+	var chans []<-chan struct{}
+	for _, q := range p.cfg.queueNames() {
+		chans = append(chans, p.startKeeper(ctx, q))
+	}
 	go func() {
 		defer close(done)
-		err := k.Campaign(ctx, p.cfg.Queue, p.id, func(ctx context.Context) {
-			p.log.LogAttrs(ctx, slog.LevelDebug, "worker: elected the queue's keeper", slog.String("worker_id", p.id))
-			promoted := p.startPromoter(ctx)
-			if u, ok := p.d.(broker.Upkeeper); ok {
-				p.upkeep(ctx, u)
-			}
-			<-promoted
-		})
-		if err != nil {
-			p.log.LogAttrs(ctx, slog.LevelError, "worker: cannot campaign for the queue's upkeep; other pools do it",
-				slog.String("error", err.Error()))
+		for _, c := range chans {
+			<-c
 		}
 	}()
 	return done
 }
 
-// upkeep calls k.Upkeep when it asks until ctx ends. Errors are logged and
-// retried with a backoff of up to broker.UpkeepEvery.
-func (p *Pool) upkeep(ctx context.Context, k broker.Upkeeper) {
+// startKeeper runs the upkeep of queue until ctx ends and closes the
+// channel it returns when done. With a driver that elects one keeper per
+// queue (broker.Keeper) the pool campaigns, and while elected it promotes
+// the queue's timers and runs the driver's upkeep (expired leases,
+// broker.Upkeeper) when the driver asks; otherwise it promotes on its own,
+// as every other pool of the queue does.
+func (p *Pool) startKeeper(ctx context.Context, queue string) <-chan struct{} {
+	k, ok := p.d.(broker.Keeper)
+	if !ok {
+		return p.startPromoter(ctx, queue)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err := k.Campaign(ctx, queue, p.id, func(ctx context.Context) {
+			p.log.LogAttrs(ctx, slog.LevelDebug, "worker: elected the queue's keeper",
+				slog.String("worker_id", p.id), slog.String("keeps", queue))
+			promoted := p.startPromoter(ctx, queue)
+			if u, ok := p.d.(broker.Upkeeper); ok {
+				p.upkeep(ctx, u, queue)
+			}
+			<-promoted
+		})
+		if err != nil {
+			p.log.LogAttrs(ctx, slog.LevelError, "worker: cannot campaign for the queue's upkeep; other pools do it",
+				slog.String("keeps", queue), slog.String("error", err.Error()))
+		}
+	}()
+	return done
+}
+
+// upkeep calls k.Upkeep for queue when it asks until ctx ends. Errors are
+// logged and retried with a backoff of up to broker.UpkeepEvery.
+func (p *Pool) upkeep(ctx context.Context, k broker.Upkeeper, queue string) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	backoff := time.Duration(0)
@@ -51,14 +70,14 @@ func (p *Pool) upkeep(ctx context.Context, k broker.Upkeeper) {
 			return
 		case <-t.C:
 		}
-		next, err := k.Upkeep(ctx, p.cfg.Queue)
+		next, err := k.Upkeep(ctx, queue)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			backoff = min(max(2*backoff, 10*time.Millisecond), broker.UpkeepEvery)
 			next = backoff
-			p.log.LogAttrs(ctx, slog.LevelWarn, "worker: queue upkeep failed",
+			p.log.LogAttrs(ctx, slog.LevelWarn, "worker: queue upkeep failed", slog.String("keeps", queue),
 				slog.String("error", err.Error()), slog.Duration("retry_in", next))
 		} else {
 			backoff = 0
@@ -67,19 +86,19 @@ func (p *Pool) upkeep(ctx context.Context, k broker.Upkeeper) {
 	}
 }
 
-// startPromoter runs a delay.Promoter for the pool's queue until ctx ends,
-// unless the config turns it off or the driver has no timers. The channel
-// it returns is closed when the promoter is done.
-func (p *Pool) startPromoter(ctx context.Context) <-chan struct{} {
+// startPromoter runs a delay.Promoter for queue until ctx ends, unless the
+// config turns it off or the driver has no timers. The channel it returns
+// is closed when the promoter is done.
+func (p *Pool) startPromoter(ctx context.Context, queue string) <-chan struct{} {
 	done := make(chan struct{})
 	if _, ok := p.d.(broker.Timers); p.cfg.NoPromoter || !ok || !p.d.Capabilities().Delay {
 		close(done)
 		return done
 	}
-	pr, err := delay.NewPromoter(p.d, p.cfg.Queue, &delay.PromoterConfig{Logger: p.cfg.Logger, OnPromote: p.cfg.OnPromote})
+	pr, err := delay.NewPromoter(p.d, queue, &delay.PromoterConfig{Logger: p.cfg.Logger, OnPromote: p.cfg.OnPromote})
 	if err != nil {
 		p.cfg.Logger.LogAttrs(ctx, slog.LevelError, "worker: no promoter: delayed jobs wait for another process's",
-			slog.String("queue", p.cfg.Queue), slog.String("error", err.Error()))
+			slog.String("queue", queue), slog.String("error", err.Error()))
 		close(done)
 		return done
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,8 +27,8 @@ var ErrShutdown = errors.New("conveyor: pool shutting down")
 // ErrPoolRunning is returned by Run when the pool already ran.
 var ErrPoolRunning = errors.New("conveyor: pool already started")
 
-// Pool fetches jobs from one queue and runs them, at most Concurrency at a
-// time.
+// Pool fetches jobs from one queue, or several (Config.Queues), and runs
+// them, at most Concurrency at a time.
 type Pool struct {
 	d   broker.Driver
 	h   conveyor.Handler
@@ -90,7 +91,10 @@ type Pool struct {
 	// spawn starts one more worker; the fetch loop sets it.
 	spawn func()
 
-	cons     broker.Consumer
+	cons broker.Consumer
+	// lanes is cons when the pool serves several queues or caps one
+	// (Config.Queues, QueueConcurrency); nil otherwise.
+	lanes    *lanes
 	acks     *groupcommit.Committer[*broker.Delivery]
 	settling chan struct{} // bounds retries and discards in flight
 	ackq     chan *task    // jobs to ack, for the acker
@@ -126,7 +130,8 @@ type task struct {
 	expires, abandonAt time.Time
 }
 
-// NewPool returns a pool that runs h on the jobs of cfg.Queue.
+// NewPool returns a pool that runs h on the jobs of cfg.Queue (or
+// cfg.Queues).
 func NewPool(d broker.Driver, h conveyor.Handler, cfg *Config) (*Pool, error) {
 	if d == nil || h == nil {
 		return nil, errors.New("worker: NewPool: nil driver or handler")
@@ -143,8 +148,12 @@ func NewPool(d broker.Driver, h conveyor.Handler, cfg *Config) (*Pool, error) {
 		h = conveyor.Chain(c.Middleware...)(h)
 	}
 	host, _ := os.Hostname()
+	log := c.Logger.With("queue", c.Queue)
+	if c.Queue == "" {
+		log = c.Logger.With("queues", strings.Join(c.queueNames(), ","))
+	}
 	return &Pool{
-		d: d, h: h, cfg: c, log: c.Logger.With("queue", c.Queue), defaultTimeout: DefaultJobTimeout,
+		d: d, h: h, cfg: c, log: log, defaultTimeout: DefaultJobTimeout,
 		id: workers.NewID(host, os.Getpid()), host: host,
 		shutdown:    make(chan struct{}),
 		stopping:    make(chan struct{}),
@@ -219,7 +228,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	}()
 
 	regStopped := p.startRegistry(fetchCtx)
-	promoterStopped := p.startKeeper(fetchCtx)
+	promoterStopped := p.startKeepers(fetchCtx)
 	p.fetchLoop(fetchCtx, handlerCtx)
 	p.drain()
 	<-promoterStopped // it stops with fetching; waited for after the drain, which needs no Redis reply from it
@@ -276,7 +285,16 @@ func (p *Pool) start(ctx context.Context) (broker.Consumer, error) {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
 	_, kept := p.d.(broker.Upkeeper)
-	cons, err := p.d.Open(ctx, p.cfg.Queue, &broker.ConsumerOptions{VisibilityTimeout: p.cfg.VisibilityTimeout, Kept: kept})
+	opts := broker.ConsumerOptions{VisibilityTimeout: p.cfg.VisibilityTimeout, Kept: kept}
+	if specs := p.cfg.laneSpecs(); specs != nil {
+		m, err := newLanes(ctx, p.d, specs, p.cfg.StrictPriority, p.cfg.Concurrency, opts, p.log)
+		if err != nil {
+			return nil, fmt.Errorf("worker: %w", err)
+		}
+		p.lanes = m
+		return m, nil
+	}
+	cons, err := p.d.Open(ctx, p.cfg.Queue, &opts)
 	if err != nil {
 		return nil, fmt.Errorf("worker: open queue %s: %w", p.cfg.Queue, err)
 	}
@@ -297,6 +315,9 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 		p.spawn()
 	}
 	go p.watchRoom(ctx, waiting)
+	if p.lanes != nil {
+		p.lanes.run(ctx, func() bool { return len(waiting) > 0 })
+	}
 	defer func() {
 		// Jobs fetched but not started go back to the queue at once; the
 		// workers hand back any they took meanwhile, then stop.
@@ -346,14 +367,9 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 				return
 			}
 			p.log.Error("fetch failed; retrying", "error", err, "in", backoff)
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
+			if !backOff(ctx, &backoff) {
 				return
 			}
-			backoff = min(2*backoff, 5*time.Second)
 			continue
 		}
 		backoff = 100 * time.Millisecond
@@ -379,6 +395,20 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 			waiting <- &ts[i] // never blocks: a free place was taken for it
 		}
 	}
+}
+
+// backOff waits *b after a failed fetch and doubles it, up to 5s; false
+// when ctx ended first.
+func backOff(ctx context.Context, b *time.Duration) bool {
+	t := time.NewTimer(*b)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return false
+	}
+	*b = min(2**b, 5*time.Second)
+	return true
 }
 
 // waitFree waits until the waiting room has want free places; false when
@@ -419,7 +449,8 @@ func (p *Pool) work(ctx, handlerCtx context.Context, waiting <-chan *task) {
 			default: // a wake-up is pending already
 			}
 		}
-		if ctx.Err() != nil || p.paused.Load() { // stopping, or the queue paused: do not start new jobs
+		if ctx.Err() != nil || p.paused.Load() || (p.lanes != nil && p.lanes.isPaused(t.d.Queue)) {
+			// Stopping, or the queue paused: do not start new jobs.
 			p.handBack([]*task{t})
 			continue
 		}
@@ -791,6 +822,9 @@ func (p *Pool) forget(d *broker.Delivery) {
 		return
 	}
 	delete(p.running, d)
+	if p.lanes != nil {
+		p.lanes.done(d.Queue)
+	}
 	if d.LastChance {
 		p.suspects--
 		if p.suspects == 0 {
@@ -872,6 +906,9 @@ func (p *Pool) settle(t *task, herr error) conveyor.Settlement {
 }
 
 func (p *Pool) jobAttrs(d *broker.Delivery) []any {
+	if p.cfg.Queue == "" {
+		return []any{"queue", d.Queue, "kind", d.Kind, "job_id", d.ID, "attempt", d.Attempt}
+	}
 	return []any{"kind", d.Kind, "job_id", d.ID, "attempt", d.Attempt}
 }
 

@@ -28,7 +28,7 @@ func (p *Pool) startRegistry(ctx context.Context) <-chan struct{} {
 		return done
 	}
 	info := &broker.WorkerInfo{
-		ID: p.id, Host: p.host, PID: os.Getpid(), Queues: []string{p.cfg.Queue},
+		ID: p.id, Host: p.host, PID: os.Getpid(), Queues: p.cfg.queueNames(),
 		Concurrency: p.cfg.Concurrency, StartedAt: time.Now(), Version: moduleVersion(),
 	}
 	ttl := registryTTLs * p.cfg.RegistryInterval

@@ -266,13 +266,18 @@ func (d *memDriver) Open(ctx context.Context, queue string, opts *broker.Consume
 			return nil, err
 		}
 	}
-	return &memConsumer{d: d, queue: queue, vt: opts.VisibilityTimeoutOrDefault(), closed: make(chan struct{})}, nil
+	c := &memConsumer{d: d, queue: queue, vt: opts.VisibilityTimeoutOrDefault(), closed: make(chan struct{})}
+	if opts != nil && d.mutant != "noidle" {
+		c.idle = opts.Idle
+	}
+	return c, nil
 }
 
 type memConsumer struct {
 	d      *memDriver
 	queue  string
 	vt     time.Duration
+	idle   func() // ConsumerOptions.Idle, or nil
 	once   sync.Once
 	closed chan struct{}
 }
@@ -323,6 +328,9 @@ func (c *memConsumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, e
 		d.mu.Unlock()
 		if len(out) > 0 {
 			return out, nil
+		}
+		if c.idle != nil {
+			c.idle()
 		}
 		if err := c.wait(ctx, next, wake); err != nil {
 			return nil, err

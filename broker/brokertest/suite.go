@@ -52,6 +52,7 @@ var tests = []test{
 	{"ExtendKeepsLease", extend, "Extend and AtLeastOnce", testExtend},
 	{"FetchCancel", always, "", testFetchCancel},
 	{"FetchWakes", always, "", testFetchWakes},
+	{"FetchIdle", always, "", testFetchIdle},
 	{"FetchAfterClose", always, "", testFetchAfterClose},
 	{"ExclusiveDelivery", notFanOut, "exclusive delivery (it has FanOut)", testExclusive},
 	{"FanOut", fanOut, "FanOut", testFanOut},

@@ -45,6 +45,7 @@ func TestMutantsFail(t *testing.T) {
 		{"extendnoop", "ExtendKeepsLease"},
 		{"deafcancel", "FetchCancel"},
 		{"polling", "FetchWakes"},
+		{"noidle", "FetchIdle"},
 		{"closenoop", "FetchAfterClose"},
 		{"duplicate", "ExclusiveDelivery"},
 		{"retrykeepsattempt", "Retry"},

@@ -60,6 +60,9 @@ type consumer struct {
 	// drained: the last fetch emptied ready, so the next Fetch waits for
 	// the wake signal before it looks (a message stored since has set it).
 	drained atomic.Bool
+	// idle is broker.ConsumerOptions.Idle (a no-op when unset): Fetch calls
+	// it before each wait.
+	idle func()
 
 	// mu orders Close after every wait has registered in waits, so that
 	// Close can wait for them all (sync.WaitGroup forbids Add racing Wait).
@@ -78,12 +81,17 @@ func newConsumer(d *Driver, queue string, opts *broker.ConsumerOptions) *consume
 	vt := opts.VisibilityTimeoutOrDefault()
 	k := d.keys(queue)
 	closing, closeFn := context.WithCancel(context.Background())
+	idle := func() {}
+	if opts != nil && opts.Idle != nil {
+		idle = opts.Idle
+	}
 	return &consumer{
 		d:       d,
 		queue:   queue,
 		k:       k,
 		vt:      vt,
 		kept:    opts != nil && opts.Kept,
+		idle:    idle,
 		waiter:  wake.NewWaiter(d.client, k.wake),
 		closing: closing,
 		close:   closeFn,
@@ -122,9 +130,10 @@ func (c *consumer) nextToken() string {
 // and looks again when woken; without it, after at most a second or at the
 // next lease deadline when it looks for expired leases itself, after a
 // minute (broker.ConsumerOptions.Kept) when a keeper does. After a fetch
-// that emptied the queue it waits for the signal before it looks again. It
-// returns ctx.Err() as soon as ctx is done, and broker.ErrClosed once the
-// consumer is closed.
+// that emptied the queue it waits for the signal before it looks again.
+// Before each wait, and before each wait on a paused queue, it calls
+// broker.ConsumerOptions.Idle. It returns ctx.Err() as soon as ctx is done,
+// and broker.ErrClosed once the consumer is closed.
 func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, error) {
 	if max < 1 {
 		return nil, fmt.Errorf("list: fetch: max %d is under 1", max)
@@ -139,7 +148,7 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if held, err := c.pause.Hold(ctx, c.d.client, c.k.paused, c.closing.Done()); err != nil {
+		if held, err := c.pause.Hold(ctx, c.d.client, c.k.paused, c.closing.Done(), c.idle); err != nil {
 			if errors.Is(err, ctx.Err()) || errors.Is(err, broker.ErrClosed) {
 				return nil, err // as a wait returns them
 			}
@@ -167,6 +176,7 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 			}
 			hint = h
 		}
+		c.idle()
 		woke, err := c.wait(ctx, hint)
 		if err != nil {
 			return nil, err

@@ -245,8 +245,9 @@ func TestIdleFetchDoesNotPoll(t *testing.T) {
 }
 
 // TestKeptIdleFetchSleeps: a kept consumer (a worker pool's) looks once and
-// then sleeps on the wake signal until its context ends: three commands in
-// 3s, where one that looks for expired leases itself sends about six.
+// then sleeps on the wake signal until its context ends: three or four
+// commands in 3s, where one that looks for expired leases itself sends
+// about six.
 func TestKeptIdleFetchSleeps(t *testing.T) {
 	t.Parallel()
 	rc := redistest.NewClient(t)
@@ -265,8 +266,9 @@ func TestKeptIdleFetchSleeps(t *testing.T) {
 		t.Fatalf("fetch on an empty queue: %v", err)
 	}
 	// fetch.lua, then BZPOPMIN until the deadline: two, as the client's
-	// helper takes whole seconds (2s, then the 0.99s left).
-	if n := hook.n.Load() - before; n > 3 {
-		t.Fatalf("an idle kept Fetch sent %d commands in 3s, want at most 3", n)
+	// helper takes whole seconds (2s, then the 0.99s left), and one more
+	// for the moment left when a loaded server ends a wait just early.
+	if n := hook.n.Load() - before; n > 4 {
+		t.Fatalf("an idle kept Fetch sent %d commands in 3s, want at most 4", n)
 	}
 }

@@ -23,6 +23,9 @@ type Consumer struct {
 	ps      *redis.PubSub
 	items   <-chan any
 	log     *slog.Logger
+	// idle is broker.ConsumerOptions.Idle (a no-op when unset): Fetch calls
+	// it before it waits for a message.
+	idle func()
 
 	malformed atomic.Uint64
 
@@ -32,16 +35,21 @@ type Consumer struct {
 
 var _ broker.Consumer = (*Consumer)(nil)
 
-func newConsumer(d *Driver, queue, channel string, ps *redis.PubSub, items <-chan any) *Consumer {
+func newConsumer(d *Driver, queue, channel string, ps *redis.PubSub, items <-chan any, idle func()) *Consumer {
+	if idle == nil {
+		idle = func() {}
+	}
 	return &Consumer{
 		queue: queue, channel: channel, sharded: d.sharded, ps: ps, items: items,
 		log:  d.log.With("queue", queue),
+		idle: idle,
 		done: make(chan struct{}),
 	}
 }
 
 // Fetch waits for the first message, then takes whatever else is already
-// buffered, up to max, without waiting again.
+// buffered, up to max, without waiting again. When nothing is buffered it
+// calls broker.ConsumerOptions.Idle before it waits.
 func (c *Consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, error) {
 	if max < 1 {
 		return nil, fmt.Errorf("pubsub: fetch: max %d, want at least 1", max)
@@ -53,17 +61,28 @@ func (c *Consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 	}
 	var out []*broker.Delivery
 	for len(out) == 0 {
+		var item any
+		var ok bool
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err() // unwrapped, as broker.Consumer promises
 		case <-c.done:
 			return nil, fmt.Errorf("pubsub: fetch: %w", broker.ErrClosed)
-		case item, ok := <-c.items:
-			if !ok {
+		case item, ok = <-c.items:
+		default:
+			c.idle() // nothing buffered: wait
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-c.done:
 				return nil, fmt.Errorf("pubsub: fetch: %w", broker.ErrClosed)
+			case item, ok = <-c.items:
 			}
-			out = c.appendItem(out, item)
 		}
+		if !ok {
+			return nil, fmt.Errorf("pubsub: fetch: %w", broker.ErrClosed)
+		}
+		out = c.appendItem(out, item)
 	}
 	for len(out) < max {
 		select {

@@ -113,9 +113,9 @@ func (d *Driver) publish(ctx context.Context, c redis.Cmdable, m *broker.Message
 // Open subscribes to queue's channel and returns once Redis has confirmed
 // the subscription: every message published after Open returns reaches the
 // consumer (while its connection holds). A refusal (an ACL without the
-// channel: NOPERM) is returned as soon as Redis sends it. opts are ignored:
-// there are no leases.
-func (d *Driver) Open(ctx context.Context, queue string, _ *broker.ConsumerOptions) (broker.Consumer, error) {
+// channel: NOPERM) is returned as soon as Redis sends it. Of opts only Idle
+// applies: there are no leases and no keeper.
+func (d *Driver) Open(ctx context.Context, queue string, opts *broker.ConsumerOptions) (broker.Consumer, error) {
 	if err := broker.ValidateQueue(queue); err != nil {
 		return nil, fmt.Errorf("pubsub: open: %w", err)
 	}
@@ -128,7 +128,11 @@ func (d *Driver) Open(ctx context.Context, queue string, _ *broker.ConsumerOptio
 		return nil, fmt.Errorf("pubsub: open %s: %w", queue, err)
 	}
 	items := ps.ChannelWithSubscriptions(redis.WithChannelSize(d.buffer))
-	return newConsumer(d, queue, ch, ps, items), nil
+	var idle func()
+	if opts != nil {
+		idle = opts.Idle
+	}
+	return newConsumer(d, queue, ch, ps, items, idle), nil
 }
 
 // subscribe subscribes to ch (SSUBSCRIBE when sharded) on a connection of

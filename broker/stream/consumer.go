@@ -61,6 +61,9 @@ type consumer struct {
 	// expired, which makes it run a takeover pass (passDue, under mu).
 	kept    bool
 	passDue bool
+	// idle is broker.ConsumerOptions.Idle (a no-op when unset): Fetch calls
+	// it before each wait.
+	idle func()
 	// signalling is set while a background signal (see signal) is sent.
 	signalling atomic.Bool
 	waiter     *wake.Waiter
@@ -78,8 +81,13 @@ func newConsumer(d *Driver, queue string, opts *broker.ConsumerOptions) *consume
 	vt = max(vt, time.Millisecond)
 	k := d.keys(queue)
 	closing, cancel := context.WithCancel(context.Background())
+	idle := func() {}
+	if opts != nil && opts.Idle != nil {
+		idle = opts.Idle
+	}
 	return &consumer{
 		kept:      opts != nil && opts.Kept,
+		idle:      idle,
 		waiter:    wake.NewWaiter(d.rdb, k.wake, k.reclaim),
 		closing:   closing,
 		cancel:    cancel,

@@ -28,7 +28,8 @@ import (
 // instead. An idle consumer so sends about two commands per PollInterval.
 // A kept consumer (broker.ConsumerOptions.Kept) runs no pass of its own and
 // sleeps on the queue's wake signals instead (see wait and Driver.Upkeep):
-// one command a minute when idle.
+// one command a minute when idle. Before each of these waits, and before
+// each wait on a paused queue, Fetch calls broker.ConsumerOptions.Idle.
 //
 // The blocking read runs in a goroutine so that Fetch returns ctx.Err() as
 // soon as ctx is done (or broker.ErrClosed when the consumer is closed); if
@@ -46,7 +47,7 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if held, err := c.pause.Hold(ctx, c.d.rdb, c.keys.paused, c.closing.Done()); err != nil {
+		if held, err := c.pause.Hold(ctx, c.d.rdb, c.keys.paused, c.closing.Done(), c.idle); err != nil {
 			if !errors.Is(err, ctx.Err()) {
 				err = fmt.Errorf("stream: fetch: %w", err)
 			}
@@ -85,6 +86,7 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 		if pass {
 			continue // a takeover pass is under way: go on with it, do not wait
 		}
+		c.idle()
 		if c.kept {
 			if err := c.sleep(ctx); err != nil {
 				return nil, err

@@ -105,9 +105,9 @@ func (s *Seen) Known() bool {
 
 // Hold is a consumer's look before it fetches: when the queue was paused
 // when last asked, it asks again (at most once per PauseLag) and, if the
-// queue is still paused, waits (see Wait) and reports true: the consumer
-// fetches nothing this round.
-func (s *Seen) Hold(ctx context.Context, rdb redis.Cmdable, key string, done <-chan struct{}) (bool, error) {
+// queue is still paused, calls idle (broker.ConsumerOptions.Idle), waits
+// (see Wait) and reports true: the consumer fetches nothing this round.
+func (s *Seen) Hold(ctx context.Context, rdb redis.Cmdable, key string, done <-chan struct{}, idle func()) (bool, error) {
 	if !s.Known() {
 		return false, nil
 	}
@@ -115,6 +115,7 @@ func (s *Seen) Hold(ctx context.Context, rdb redis.Cmdable, key string, done <-c
 	if err != nil || !p {
 		return false, err
 	}
+	idle()
 	return true, Wait(ctx, done)
 }
 

@@ -1,0 +1,486 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/conveyorq/conveyor"
+	"github.com/conveyorq/conveyor/internal/drivertest"
+	"github.com/conveyorq/conveyor/internal/redistest"
+	"github.com/conveyorq/conveyor/worker"
+)
+
+// enqueueTo enqueues n jobs of kind "work" to queue, in batches.
+func enqueueTo(t testing.TB, e env, queue string, n int, opts *conveyor.EnqueueOptions) {
+	t.Helper()
+	o := conveyor.EnqueueOptions{}
+	if opts != nil {
+		o = *opts
+	}
+	o.Queue = queue
+	for b := 0; b < n; b += 1000 {
+		reqs := make([]conveyor.Request, min(1000, n-b))
+		for j := range reqs {
+			reqs[j] = conveyor.Request{Kind: "work", Opts: &o}
+		}
+		if _, err := e.client.EnqueueMany(context.Background(), reqs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// starts records the queue of each job a pool starts, in order.
+type starts struct {
+	mu     sync.Mutex
+	queues []string
+	done   chan struct{}
+	want   int
+}
+
+func newStarts(want int) *starts { return &starts{done: make(chan struct{}), want: want} }
+
+func (s *starts) add(q string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.queues = append(s.queues, q)
+	if len(s.queues) == s.want {
+		close(s.done)
+	}
+}
+
+func (s *starts) snapshot() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.queues...)
+}
+
+// TestWeightedShares: with weights 6:3:1 over 30,000 backlogged jobs (10,000
+// a queue), the shares of the jobs started while every queue still has a
+// backlog (the first 15,000: "critical" runs dry at about 16,700) are within
+// ±3 points of 60/30/10, and "low" is never starved: between two of its
+// jobs no more than 50 others start (10 is its turn; the workers start
+// jobs in about the order the pool took them).
+func TestWeightedShares(t *testing.T) {
+	t.Parallel()
+	for i, drv := range durable {
+		t.Run(drv.Name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, i)
+			const each, window = 10_000, 15_000
+			for _, q := range []string{"critical", "default", "low"} {
+				enqueueTo(t, e, q, each, nil)
+			}
+			s := newStarts(3 * each)
+			h := conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
+				s.add(job.Queue)
+				return nil
+			})
+			p, err := worker.NewPool(e.d, h, &worker.Config{
+				Queues:      map[string]int{"critical": 6, "default": 3, "low": 1},
+				Concurrency: 10,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop := drivertest.Background(t, p.Run)
+			waitFor(t, "every job started", 3*time.Minute, s.done)
+			stop()
+			got := s.snapshot()
+			count := map[string]int{}
+			gap, worstGap := 0, 0
+			for _, q := range got[:window] {
+				count[q]++
+				if q == "low" {
+					gap = 0
+					continue
+				}
+				gap++
+				worstGap = max(worstGap, gap)
+			}
+			for q, want := range map[string]float64{"critical": 60, "default": 30, "low": 10} {
+				share := 100 * float64(count[q]) / window
+				t.Logf("%s: %.1f%% of the first %d jobs started (want %.0f%%)", q, share, window, want)
+				if share < want-3 || share > want+3 {
+					t.Errorf("%s: share %.1f%%, want %.0f±3%%", q, share, want)
+				}
+			}
+			t.Logf("most jobs started between two of low's: %d", worstGap)
+			if worstGap > 50 {
+				t.Errorf("low starved: %d jobs of other queues started between two of its own", worstGap)
+			}
+			assertNoKeys(t, e)
+		})
+	}
+}
+
+// TestStrictPriority: with strict priority, a backlog in every queue runs
+// high, then mid, then low, with no job of a lower queue started before the
+// higher ones are done; jobs enqueued to "high" while "low" runs start
+// before any low job the pool did not hold already, and no low job starts
+// between the first and the last of them.
+func TestStrictPriority(t *testing.T) {
+	t.Parallel()
+	for i, drv := range durable {
+		t.Run(drv.Name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, i)
+			const each, conc = 300, 10
+			for _, q := range []string{"low", "mid", "high"} {
+				enqueueTo(t, e, q, each, nil)
+			}
+			s := newStarts(4 * each)
+			var lowStarted atomic.Int64
+			lowRunning := make(chan struct{})
+			var once sync.Once
+			h := conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
+				s.add(job.Queue)
+				if job.Queue == "low" && lowStarted.Add(1) == 50 {
+					once.Do(func() { close(lowRunning) })
+				}
+				time.Sleep(time.Millisecond) // the work: long enough for the backlog to last
+				return nil
+			})
+			p, err := worker.NewPool(e.d, h, &worker.Config{
+				Queues:         map[string]int{"high": 3, "mid": 2, "low": 1},
+				StrictPriority: true,
+				Concurrency:    conc,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop := drivertest.Background(t, p.Run)
+			waitFor(t, "low jobs to run", time.Minute, lowRunning)
+			enqueueTo(t, e, "high", each, nil)
+			mark := len(s.snapshot()) // every job started before this one was started before the enqueue returned
+			waitFor(t, "every job started", 2*time.Minute, s.done)
+			stop()
+			got := s.snapshot()
+
+			// The first backlog: high, then mid, then low, strictly.
+			for j, q := range got[:3*each] {
+				if j < 2*each && q == "low" || j < each && q != "high" {
+					t.Fatalf("start %d was a job of %q; order %v", j, q, summary(got[:3*each]))
+				}
+			}
+			// The second high batch, enqueued while low ran.
+			var first, last, lowBefore, lowBetween int = -1, -1, 0, 0
+			for j := mark; j < len(got); j++ {
+				if got[j] == "high" {
+					if first < 0 {
+						first = j
+					}
+					last = j
+				}
+			}
+			for j := mark; j < len(got); j++ {
+				switch {
+				case got[j] != "low":
+				case j < first:
+					lowBefore++
+				case j < last:
+					lowBetween++
+				}
+			}
+			t.Logf("low jobs started after the high enqueue returned: %d before the first high job, %d between the first and the last", lowBefore, lowBetween)
+			if lowBetween != 0 {
+				t.Errorf("%d low jobs started among the high ones", lowBetween)
+			}
+			// What the pool held or was fetching when the high jobs came:
+			// its room, low's buffer and a fetch in flight.
+			if lowBefore > 3*conc {
+				t.Errorf("%d low jobs started after high jobs were ready; the pool held at most %d", lowBefore, 3*conc)
+			}
+			assertNoKeys(t, e)
+		})
+	}
+}
+
+// summary renders a run of queue names as "name×count" runs.
+func summary(qs []string) string {
+	var b strings.Builder
+	for j := 0; j < len(qs); {
+		k := j
+		for k < len(qs) && qs[k] == qs[j] {
+			k++
+		}
+		fmt.Fprintf(&b, "%s×%d ", qs[j], k-j)
+		j = k
+	}
+	return b.String()
+}
+
+// TestQueueConcurrencyCap: a queue capped at 2 never runs more than 2 jobs
+// at once in a pool of 8, reaches 2, and the other queue uses the rest.
+func TestQueueConcurrencyCap(t *testing.T) {
+	t.Parallel()
+	for i, drv := range durable {
+		t.Run(drv.Name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, i)
+			const each = 60
+			enqueueTo(t, e, "capped", each, nil)
+			enqueueTo(t, e, "open", each, nil)
+			var (
+				mu             sync.Mutex
+				running, peaks = map[string]int{}, map[string]int{}
+				peakAll        int
+			)
+			s := newStarts(2 * each)
+			h := conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
+				mu.Lock()
+				running[job.Queue]++
+				peaks[job.Queue] = max(peaks[job.Queue], running[job.Queue])
+				peakAll = max(peakAll, running["capped"]+running["open"])
+				mu.Unlock()
+				time.Sleep(5 * time.Millisecond) // the work
+				mu.Lock()
+				running[job.Queue]--
+				mu.Unlock()
+				s.add(job.Queue)
+				return nil
+			})
+			p, err := worker.NewPool(e.d, h, &worker.Config{
+				Queues:           map[string]int{"capped": 1, "open": 1},
+				QueueConcurrency: map[string]int{"capped": 2},
+				Concurrency:      8,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop := drivertest.Background(t, p.Run)
+			waitFor(t, "every job done", time.Minute, s.done)
+			stop()
+			mu.Lock()
+			defer mu.Unlock()
+			t.Logf("peaks: capped %d, open %d, both %d", peaks["capped"], peaks["open"], peakAll)
+			if peaks["capped"] != 2 {
+				t.Errorf("capped queue ran at most %d at once, want 2", peaks["capped"])
+			}
+			if peakAll <= 2 {
+				t.Errorf("the pool ran at most %d jobs at once: the open queue did not use the rest", peakAll)
+			}
+			assertNoKeys(t, e)
+		})
+	}
+}
+
+// TestQueuesRejected: Config errors for queue sets name what is wrong.
+func TestQueuesRejected(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 0)
+	h := conveyor.HandlerFunc(func(context.Context, *conveyor.Job) error { return nil })
+	for _, c := range []struct {
+		cfg  worker.Config
+		want string
+	}{
+		{worker.Config{Queue: "a", Queues: map[string]int{"b": 1}}, "not both"},
+		{worker.Config{Queues: map[string]int{"a": 0}}, "weights start at 1"},
+		{worker.Config{Queues: map[string]int{"a": 1, "b": 1}, StrictPriority: true}, `"a" and "b" share priority 1`},
+		{worker.Config{StrictPriority: true}, "needs Queues"},
+		{worker.Config{Queues: map[string]int{"a": 1, "b": 2}, QueueConcurrency: map[string]int{"c": 1}}, `does not serve queue "c"`},
+		{worker.Config{Queues: map[string]int{"a": 1, "b": 2}, QueueConcurrency: map[string]int{"a": 11}}, "outside 1..Concurrency (10)"},
+		{worker.Config{Queues: map[string]int{"a b": 1}}, "Queues"},
+	} {
+		_, err := worker.NewPool(e.d, h, &c.cfg)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: error %v, want one containing %q", c.cfg, err, c.want)
+		}
+	}
+}
+
+// TestEmptyQueueCostsNoRoundTrip: a pool serving a busy queue and an empty
+// one sends almost nothing about the empty one while it runs 2,000 jobs of
+// the busy one: the empty queue's fetch sleeps in Redis on its wake signal.
+// A delayed job enqueued to it afterwards still runs (its timers are
+// promoted) and wakes its fetch.
+func TestEmptyQueueCostsNoRoundTrip(t *testing.T) {
+	t.Parallel()
+	for i, drv := range durable {
+		t.Run(drv.Name, func(t *testing.T) {
+			t.Parallel()
+			prefix := redistest.Prefix(t)
+			opts, _, err := redistest.Options()
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := fmt.Sprintf("lanes%d-%d", i, time.Now().UnixNano())
+			opts.ClientName = name
+			rdb := redis.NewUniversalClient(opts)
+			t.Cleanup(func() { _ = rdb.Close() })
+			var idleCmds, busyCmds atomic.Int64
+			rdb.AddHook(countHook{prefix: prefix, idle: "{idle}", n: &idleCmds, other: &busyCmds})
+			d := durable[i].Must(t, rdb, prefix)
+			c, err := conveyor.NewClient(d, &conveyor.ClientConfig{DefaultQueue: "busy"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := env{rdb: redistest.Client(t), prefix: prefix, d: d, client: c}
+			const n = 2000
+			s := newStarts(n + 1)
+			h := conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
+				s.add(job.Queue)
+				return nil
+			})
+			p, err := worker.NewPool(d, h, &worker.Config{Queues: map[string]int{"busy": 1, "idle": 1}, Concurrency: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop := drivertest.Background(t, p.Run)
+			// Wait until the idle queue's fetch sleeps, then count.
+			redistest.Eventually(t, "the idle queue's fetch to wait in Redis", func() bool {
+				return redistest.Blocked(t, e.rdb, name, "bzpopmin") > 0
+			})
+			before, start := idleCmds.Load(), time.Now()
+			for b := 0; b < n; b += 100 {
+				enqueueTo(t, e, "busy", 100, nil)
+			}
+			redistest.Eventually(t, "the busy jobs to start", func() bool { return len(s.snapshot()) == n })
+			sent, took := idleCmds.Load()-before, time.Since(start)
+			// A kept consumer's idle wait: list, one BZPOPMIN a minute;
+			// stream, a wait and a takeover pass once per PollInterval (1s).
+			budget := 2 + 2*int64(took/time.Second+1)
+			t.Logf("in %v, while %d jobs ran on the busy queue: %d fetch or wait commands on the idle queue (budget %d), %d other commands",
+				took, n, sent, budget, busyCmds.Load())
+			if sent > budget {
+				t.Errorf("%d fetch or wait commands on the empty queue while the other ran %d jobs in %v", sent, n, took)
+			}
+			enqueueTo(t, e, "idle", 1, &conveyor.EnqueueOptions{Delay: 50 * time.Millisecond})
+			waitFor(t, "the idle queue's delayed job", 30*time.Second, s.done)
+			stop()
+			assertNoKeys(t, e)
+		})
+	}
+}
+
+// countHook counts the commands that name a key with tag (under prefix) in
+// n, and the others in other.
+type countHook struct {
+	prefix, idle string
+	n, other     *atomic.Int64
+}
+
+func (h countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			h.count(c)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (h countHook) count(cmd redis.Cmder) {
+	for _, a := range cmd.Args() {
+		s, ok := a.(string)
+		if !ok || !strings.HasPrefix(s, h.prefix) {
+			continue
+		}
+		// The first key decides: a fetch's (ready, stream), a wait's
+		// (wake) or a pause check's; the keeper's and promoter's work
+		// (elections, timers, the stream's expired-lease scan) is not the
+		// consumer's and does not grow with the jobs.
+		name := cmd.Name()
+		fetching := name == "evalsha" || name == "eval" || name == "bzpopmin" || name == "xreadgroup" || name == "exists"
+		if fetching && strings.Contains(s, h.idle) {
+			for _, part := range []string{":ready", ":stream", ":wake", ":paused"} {
+				if strings.HasSuffix(s, part) {
+					h.n.Add(1)
+					return
+				}
+			}
+		}
+		break
+	}
+	h.other.Add(1)
+}
+
+// TestPauseOneOfTheQueues: in a pool of two queues under load, pausing one
+// starts none of its jobs more than 1s after Pause returned, though the
+// pool held some fetched ahead, while the other queue's jobs go on
+// starting; Resume drains the paused one.
+func TestPauseOneOfTheQueues(t *testing.T) {
+	t.Parallel()
+	for i, drv := range durable {
+		t.Run(drv.Name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, i)
+			ctx := context.Background()
+			const each, jobTime = 40, 300 * time.Millisecond
+			enqueueTo(t, e, "a", each, nil)
+			enqueueTo(t, e, "b", each, nil)
+			ins, err := conveyor.NewInspector(e.d, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pausedAt atomic.Int64 // unix ns; 0 while not paused
+			late := make(chan string, each)
+			afterPause := make(chan struct{}, 2*each)
+			s := newStarts(2 * each)
+			h := conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
+				if at := pausedAt.Load(); at != 0 {
+					since := time.Since(time.Unix(0, at))
+					if job.Queue == "b" && since > time.Second {
+						late <- job.ID
+					}
+					if job.Queue == "a" && since > time.Second {
+						afterPause <- struct{}{}
+					}
+				}
+				s.add(job.Queue)
+				select { // the work
+				case <-time.After(jobTime):
+				case <-ctx.Done():
+				}
+				return nil
+			})
+			p, err := worker.NewPool(e.d, h, &worker.Config{Queues: map[string]int{"a": 1, "b": 1}, Concurrency: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			drivertest.Background(t, p.Run)
+			redistest.Eventually(t, "jobs of both queues to start", func() bool {
+				got := s.snapshot()
+				return slices.Contains(got, "a") && slices.Contains(got, "b")
+			})
+			if err := ins.Pause(ctx, "b"); err != nil {
+				t.Fatal(err)
+			}
+			pausedAt.Store(time.Now().UnixNano())
+			// Queue a goes on past the second after the pause, and no job of
+			// b starts then.
+			waitFor(t, "a job of a to start over 1s after the pause", 30*time.Second, afterPause)
+			select {
+			case id := <-late:
+				t.Fatalf("job %s of the paused queue started over 1s after the pause", id)
+			case <-time.After(2 * jobTime):
+			}
+			bq, err := ins.Queue(ctx, "b")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bq.Ready == 0 {
+				t.Fatalf("nothing waits in the paused queue: %+v", bq)
+			}
+			if err := ins.Resume(ctx, "b"); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "both queues to drain after Resume", time.Minute, s.done)
+		})
+	}
+}

@@ -301,17 +301,17 @@ func (p *Pool) start(ctx context.Context) (broker.Consumer, error) {
 	return cons, nil
 }
 
-// fetchLoop keeps up to Concurrency fetched jobs waiting for the
-// Concurrency workers, so that a fetch round trip overlaps the jobs running
-// rather than waiting for them: the pool holds at most 2×Concurrency leases
+// fetchLoop keeps up to Prefetch fetched jobs waiting for the Concurrency
+// workers, so that a fetch round trip overlaps the jobs running rather than
+// waiting for them: the pool holds at most Concurrency+Prefetch leases
 // (running plus waiting) and runs at most Concurrency handlers. The driver
 // blocks while the queue is empty.
 func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
-	size := p.cfg.Concurrency
+	size := p.cfg.Prefetch
 	p.free.Store(int64(size))
 	waiting := make(chan *task, size) // never full: a fetch asks for at most the free places
 	p.spawn = func() { go p.work(ctx, handlerCtx, waiting) }
-	for range size {
+	for range p.cfg.Concurrency {
 		p.spawn()
 	}
 	go p.watchRoom(ctx, waiting)

@@ -125,7 +125,10 @@ func TestWeightedShares(t *testing.T) {
 // high, then mid, then low, with no job of a lower queue started before the
 // higher ones are done; jobs enqueued to "high" while "low" runs start
 // before any low job the pool did not hold already, and no low job starts
-// between the first and the last of them.
+// between the first and the last of them. The order seen is the order in
+// which handlers record their start: a worker may be preempted between
+// taking its job and recording it, so up to Concurrency-1 jobs may appear
+// out of place.
 func TestStrictPriority(t *testing.T) {
 	t.Parallel()
 	for i, drv := range durable {
@@ -164,11 +167,17 @@ func TestStrictPriority(t *testing.T) {
 			stop()
 			got := s.snapshot()
 
-			// The first backlog: high, then mid, then low, strictly.
+			// The first backlog: high, then mid, then low.
+			rank := map[string]int{"high": 0, "mid": 1, "low": 2}
+			misplaced := 0
 			for j, q := range got[:3*each] {
-				if j < 2*each && q == "low" || j < each && q != "high" {
-					t.Fatalf("start %d was a job of %q; order %v", j, q, summary(got[:3*each]))
+				if rank[q] > j/each {
+					misplaced++
 				}
+			}
+			t.Logf("first backlog: %s(%d out of place)", summary(got[:3*each]), misplaced)
+			if misplaced >= conc {
+				t.Errorf("%d jobs started before a higher queue's backlog was done: %s", misplaced, summary(got[:3*each]))
 			}
 			// The second high batch, enqueued while low ran.
 			var first, last, lowBefore, lowBetween int = -1, -1, 0, 0
@@ -190,7 +199,7 @@ func TestStrictPriority(t *testing.T) {
 				}
 			}
 			t.Logf("low jobs started after the high enqueue returned: %d before the first high job, %d between the first and the last", lowBefore, lowBetween)
-			if lowBetween != 0 {
+			if lowBetween >= conc {
 				t.Errorf("%d low jobs started among the high ones", lowBetween)
 			}
 			// What the pool held or was fetching when the high jobs came:
@@ -481,6 +490,53 @@ func TestPauseOneOfTheQueues(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitFor(t, "both queues to drain after Resume", time.Minute, s.done)
+		})
+	}
+}
+
+// TestPrefetchSizesTheRoom: a pool of Concurrency 2 and Prefetch 6 on a
+// backlog of long jobs holds 2 running and 6 waiting: 8 leases, no more.
+func TestPrefetchSizesTheRoom(t *testing.T) {
+	t.Parallel()
+	for i, drv := range durable {
+		t.Run(drv.Name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, i)
+			ctx := context.Background()
+			enqueueTo(t, e, "q", 40, nil)
+			release := make(chan struct{})
+			h := conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+				return nil
+			})
+			p, err := worker.NewPool(e.d, h, &worker.Config{Queue: "q", Concurrency: 2, Prefetch: 6})
+			if err != nil {
+				t.Fatal(err)
+			}
+			drivertest.Background(t, p.Run)
+			ins, err := conveyor.NewInspector(e.d, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			inFlight := func() int64 {
+				q, err := ins.Queue(ctx, "q")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return q.InFlight
+			}
+			redistest.Eventually(t, "8 jobs in flight", func() bool { return inFlight() == 8 })
+			// The room is full and both workers are busy: nothing more is
+			// fetched, whatever the pool does in the meantime.
+			for range 5 {
+				if n := inFlight(); n > 8 {
+					t.Fatalf("%d jobs in flight, want at most 8", n)
+				}
+			}
+			close(release)
 		})
 	}
 }

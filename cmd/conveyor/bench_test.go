@@ -51,12 +51,12 @@ func TestParseBenchFlags(t *testing.T) {
 	t.Parallel()
 	o, err := parseBench([]string{"-n", "500", "-payload", "64", "-concurrency", "8", "-batch", "10",
 		"-driver", "stream", "-workload", "memory, e2e,memory", "-redis", "redis://h:1/3", "-json", "-prefix", "p1",
-		"-rate", "100", "-duration", "1s", "-timers", "50", "-window", "500ms", "-idle", "2s", "-pools", "7"}, &bytes.Buffer{}, noEnv)
+		"-rate", "100", "-duration", "1s", "-timers", "50", "-window", "500ms", "-idle", "2s", "-pools", "7", "-split", "4"}, &bytes.Buffer{}, noEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := benchkit.Config{N: 500, Payload: 64, Concurrency: 8, Batch: 10, Rate: 100, Duration: time.Second,
-		Timers: 50, Window: 500 * time.Millisecond, Idle: 2 * time.Second, Pools: 7, Timeout: 5 * time.Minute}
+		Timers: 50, Window: 500 * time.Millisecond, Idle: 2 * time.Second, Pools: 7, Split: 4, Timeout: 5 * time.Minute}
 	if o.cfg != want {
 		t.Errorf("cfg = %+v, want %+v", o.cfg, want)
 	}
@@ -122,7 +122,7 @@ func TestBenchRunsEveryWorkload(t *testing.T) {
 			prefix := redistest.Prefix(t) // cleaned by the test too, should the run leave keys
 			var stdout, stderr bytes.Buffer
 			args := []string{"-driver", driver, "-workload", "all", "-n", "200", "-concurrency", "10", "-batch", "20",
-				"-rate", "500", "-duration", "200ms", "-timers", "200", "-window", "200ms", "-idle", "1100ms", "-pools", "5",
+				"-rate", "500", "-duration", "200ms", "-timers", "200", "-window", "200ms", "-idle", "1100ms", "-pools", "5", "-split", "3",
 				"-timeout", "30s", "-redis", url, "-prefix", prefix, "-json"}
 			if err := runBench(t.Context(), args, &stdout, &stderr); err != nil {
 				t.Fatalf("bench: %v\nstderr: %s", err, stderr.String())
@@ -166,6 +166,10 @@ func TestBenchRunsEveryWorkload(t *testing.T) {
 			positive("enqueue-loop", "vs LPUSH")
 			positive("e2e", "processed")
 			positive("e2e-mixed", "processed")
+			positive("e2e-split", "processed, 1 pool of 30")
+			positive("e2e-split", "processed, 3 pools of 10")
+			positive("e2e-split", "split vs one (3 pools)")
+			positive("e2e-split", "processed, 3 pools of 10, prefetch 32")
 			p50, p99, max := positive("latency", "p50"), positive("latency", "p99"), positive("latency", "max")
 			if p50 > p99 || p99 > max {
 				t.Errorf("latency p50 %v p99 %v max %v out of order", p50, p99, max)

@@ -43,6 +43,9 @@ type Config struct {
 	Idle time.Duration `json:"idle"`
 	// Pools is the fleet workload's number of pools. Defaults to 200.
 	Pools int `json:"pools"`
+	// Split is the e2e-split workload's number of pools, of 10 workers
+	// each, set against one pool of Split×10 workers. Defaults to 20.
+	Split int `json:"split"`
 	// Timeout bounds the wait for a workload's jobs to run. Defaults to 5m.
 	Timeout time.Duration `json:"timeout"`
 }
@@ -70,6 +73,7 @@ func (c Config) WithDefaults() (Config, error) {
 	defD(&c.Window, 2*time.Second)
 	defD(&c.Idle, 5*time.Second)
 	def(&c.Pools, 200)
+	def(&c.Split, 20)
 	defD(&c.Timeout, 5*time.Minute)
 	switch {
 	case c.N < 1:
@@ -92,6 +96,8 @@ func (c Config) WithDefaults() (Config, error) {
 		return c, fmt.Errorf("idle %s: want at least 100ms", c.Idle)
 	case c.Pools < 1 || c.Pools > 10_000:
 		return c, fmt.Errorf("pools %d: want 1 to 10000", c.Pools)
+	case c.Split < 1 || c.Split > 1000:
+		return c, fmt.Errorf("split %d: want 1 to 1000", c.Split)
 	case c.Timeout <= 0:
 		return c, fmt.Errorf("timeout %s: want a positive duration", c.Timeout)
 	}

@@ -50,8 +50,8 @@ func (m Metric) withGoal(op string, v float64) Metric {
 }
 
 // FormatValue renders a figure for a table: rates and byte counts as
-// integers with thousands separators, milliseconds with two decimals,
-// ratios with three.
+// integers with thousands separators, milliseconds, commands and
+// microseconds per job with two decimals, ratios with three.
 func FormatValue(v float64, unit string) string {
 	switch {
 	case math.IsNaN(v) || math.IsInf(v, 0):
@@ -62,6 +62,8 @@ func FormatValue(v float64, unit string) string {
 		return strconv.FormatFloat(v, 'f', 3, 64)
 	case unit == "cmd/s":
 		return strconv.FormatFloat(v, 'f', 1, 64)
+	case unit == "cmd" || unit == "µs":
+		return strconv.FormatFloat(v, 'f', 2, 64)
 	}
 	return thousands(int64(math.Round(v)))
 }

@@ -18,9 +18,14 @@ type serving struct {
 }
 
 func serve(ctx context.Context, t Target, concurrency int, h func([]byte)) *serving {
+	return serveWith(ctx, func(ctx context.Context) error { return t.Serve(ctx, concurrency, h) })
+}
+
+// serveWith runs run, a pool's Serve, in the background until stopped.
+func serveWith(ctx context.Context, run func(context.Context) error) *serving {
 	ctx, cancel := context.WithCancel(ctx)
 	s := &serving{cancel: cancel, errc: make(chan error, 1)}
-	go func() { s.errc <- t.Serve(ctx, concurrency, h) }()
+	go func() { s.errc <- run(ctx) }()
 	return s
 }
 

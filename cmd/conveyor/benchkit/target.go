@@ -111,10 +111,15 @@ func (t *conveyorTarget) EnqueueAt(ctx context.Context, payloads [][]byte, at []
 }
 
 func (t *conveyorTarget) Serve(ctx context.Context, concurrency int, h func([]byte)) error {
+	return t.ServePrefetch(ctx, concurrency, 0, h)
+}
+
+// ServePrefetch is Serve with worker.Config.Prefetch set (0: its default).
+func (t *conveyorTarget) ServePrefetch(ctx context.Context, concurrency, prefetch int, h func([]byte)) error {
 	p, err := worker.NewPool(t.d, conveyor.HandlerFunc(func(_ context.Context, job *conveyor.Job) error {
 		h(job.Payload)
 		return nil
-	}), &worker.Config{Queue: benchQueue, Concurrency: concurrency})
+	}), &worker.Config{Queue: benchQueue, Concurrency: concurrency, Prefetch: prefetch})
 	if err != nil {
 		return fmt.Errorf("benchkit: pool: %w", err)
 	}

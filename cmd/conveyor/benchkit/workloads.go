@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,7 @@ func Workloads() []Workload {
 		{"enqueue-parallel", "Enqueue from -concurrency goroutines at once", enqueueParallel},
 		{"enqueue-batch", "EnqueueMany in batches of -batch from one goroutine", enqueueBatch},
 		{"e2e", "-n jobs enqueued first, then drained by a pool of -concurrency (handler start of the last job)", e2e},
+		{"e2e-split", "-n jobs enqueued first, drained by one pool of -split×10 workers, then (-n more each time) by -split pools of 10, each with its own client, with the default waiting room and with Prefetch 32; the ratios", e2eSplit},
 		{"e2e-mixed", "a pool of -concurrency running while -concurrency goroutines Enqueue -n jobs", e2eMixed},
 		{"latency", "-rate jobs/s for -duration into a running pool; enqueue to handler start", latency},
 		{"delay", "-timers timers due over -window from 1s ahead, run by a pool; handler start minus due time", delayLateness},
@@ -440,6 +442,8 @@ func goals(workload, system string, cfg Config, ms []Metric) []Metric {
 		switch {
 		case workload == "e2e" && m.Name == "processed" && cfg.N >= 100_000 && cfg.Concurrency == 50:
 			ms[i] = m.withGoal(">=", map[string]float64{"list": 150_000, "stream": 100_000}[system])
+		case workload == "e2e-split" && strings.HasPrefix(m.Name, "split vs one"):
+			ms[i] = m.withGoal(">=", 0.9)
 		case workload == "e2e-mixed" && m.Name == "processed":
 			ms[i] = m.withGoal(">=", 100_000)
 		case workload == "enqueue-loop" && m.Name == "vs LPUSH":

@@ -5,7 +5,12 @@
 // Conveyor: broker/list and broker/stream (at-least-once, leased) and
 // broker/pubsub (at-most-once fan-out). broker/brokertest holds the
 // conformance suite every driver runs; a third-party driver is correct when it
-// passes it.
+// passes it. One promise there matters beyond a single queue: Fetch calls
+// ConsumerOptions.Idle each time it is about to wait with nothing to return
+// (the queue is empty or paused), and not when it has messages (brokertest's
+// FetchIdle). A worker pool that serves several queues learns from it that a
+// queue is empty: with a driver that never calls it, such a pool can stop
+// starting jobs while one of its queues is empty.
 //
 // This package imports nothing else from Conveyor and no Redis client, so a
 // driver's contract can be read on one page:

@@ -24,10 +24,13 @@ type Config struct {
 	// "low": 1}. Workers start the jobs of the queues that have some in
 	// proportion to their weights (while all three above have a backlog,
 	// 6 of every 10 jobs started are critical's, in a smooth round robin),
-	// and a queue of the least weight is never starved. The pool holds
-	// about a weight's share of Concurrency fetched ahead per queue, and an
-	// empty queue costs no round trip: its fetch sleeps in Redis until a job
-	// arrives. Handlers are routed by kind, whichever queue a job came from.
+	// and a queue of the least weight is never starved. Each queue keeps a
+	// buffer of fetched jobs, its weight's share of 2×Concurrency among the
+	// queues that have jobs (two at least; Concurrency each under
+	// StrictPriority), besides the pool's waiting room (Prefetch), and an
+	// empty queue's fetch sleeps in Redis until a job arrives (list: no
+	// round trip while it is empty). Handlers are routed by kind, whichever
+	// queue a job came from (Job.Queue names it).
 	Queues map[string]int
 	// StrictPriority serves Queues in strict priority, the highest weight
 	// first (weights must then differ): no job of a queue starts while a
@@ -112,7 +115,7 @@ type Config struct {
 	// the pool and do not call it; they are in the discard queue all the
 	// same (broker.Discards).
 	OnDiscard func(ctx context.Context, job *conveyor.Job, reason string)
-	// NoPromoter turns off the delay.Promoter the pool runs for its queue
+	// NoPromoter turns off the delay.Promoter the pool runs for each queue
 	// when the driver has timers (list, stream). A delayed job or a retry
 	// waits for a promoter; turn it off only when other processes run one.
 	NoPromoter bool
@@ -122,7 +125,7 @@ type Config struct {
 	OnPromote func(queue string, p broker.Promotion)
 	// RegistryInterval is how often the pool renews its entry in the
 	// fleet's registry of workers (broker.WorkerRegistry, read by
-	// conveyor.Inspector.Workers): its host, process, queue, concurrency
+	// conveyor.Inspector.Workers): its host, process, queues, concurrency
 	// and the jobs it runs. The entry lives three intervals, so a pool whose
 	// process died leaves the registry within 3×RegistryInterval; one that
 	// stops removes it at once. Each renewal is one SET. Defaults to 15s;

@@ -39,11 +39,11 @@ func (p *Pool) startKeeper(ctx context.Context, queue string) <-chan struct{} {
 		return p.startPromoter(ctx, queue)
 	}
 	done := make(chan struct{})
+	log := p.queueLog(queue)
 	go func() {
 		defer close(done)
 		err := k.Campaign(ctx, queue, p.id, func(ctx context.Context) {
-			p.log.LogAttrs(ctx, slog.LevelDebug, "worker: elected the queue's keeper",
-				slog.String("worker_id", p.id), slog.String("keeps", queue))
+			log.LogAttrs(ctx, slog.LevelDebug, "worker: elected the queue's keeper", slog.String("worker_id", p.id))
 			promoted := p.startPromoter(ctx, queue)
 			if u, ok := p.d.(broker.Upkeeper); ok {
 				p.upkeep(ctx, u, queue)
@@ -51,11 +51,20 @@ func (p *Pool) startKeeper(ctx context.Context, queue string) <-chan struct{} {
 			<-promoted
 		})
 		if err != nil {
-			p.log.LogAttrs(ctx, slog.LevelError, "worker: cannot campaign for the queue's upkeep; other pools do it",
-				slog.String("keeps", queue), slog.String("error", err.Error()))
+			log.LogAttrs(ctx, slog.LevelError, "worker: cannot campaign for the queue's upkeep; other pools do it",
+				slog.String("error", err.Error()))
 		}
 	}()
 	return done
+}
+
+// queueLog returns the pool's logger for records about queue: it names the
+// queue unless the pool's logger does (a pool of one queue).
+func (p *Pool) queueLog(queue string) *slog.Logger {
+	if p.cfg.Queue != "" {
+		return p.log
+	}
+	return p.log.With("queue", queue)
 }
 
 // upkeep calls k.Upkeep for queue when it asks until ctx ends. Errors are
@@ -77,7 +86,7 @@ func (p *Pool) upkeep(ctx context.Context, k broker.Upkeeper, queue string) {
 			}
 			backoff = min(max(2*backoff, 10*time.Millisecond), broker.UpkeepEvery)
 			next = backoff
-			p.log.LogAttrs(ctx, slog.LevelWarn, "worker: queue upkeep failed", slog.String("keeps", queue),
+			p.queueLog(queue).LogAttrs(ctx, slog.LevelWarn, "worker: queue upkeep failed",
 				slog.String("error", err.Error()), slog.Duration("retry_in", next))
 		} else {
 			backoff = 0

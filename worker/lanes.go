@@ -21,12 +21,13 @@ import (
 // and the pool's fetch loop takes jobs from the buffers in the order the
 // pool's policy says:
 //
-//   - weighted: each job taken goes to the lane with buffered jobs whose
-//     smooth weighted round robin turn it is, so shares of started jobs
-//     follow the weights among queues that have jobs, and a queue of the
-//     least weight still gets its turn every sum-of-weights jobs. A lane's
-//     buffer holds its weight's share of the pool's concurrency among the
-//     lanes that are not empty.
+//   - weighted: each job taken goes to the lane whose smooth weighted round
+//     robin turn it is among the lanes that have jobs or a fetch in flight
+//     (a turn waits for that fetch), so shares of started jobs follow the
+//     weights among queues that have jobs, and a queue of the least weight
+//     still gets its turn every sum-of-weights jobs. A lane's buffer holds
+//     its weight's share of twice the pool's concurrency among the lanes
+//     that are not empty, two at least.
 //   - strict: jobs come from the first lane in priority order that has any;
 //     a lane is passed over only while its buffer is empty and its queue is
 //     known to be empty (its Fetch waits in Redis, broker.ConsumerOptions.Idle),
@@ -62,6 +63,7 @@ type lane struct {
 	oldest   time.Time          // when the pool last took from buf, or buf filled from empty
 	asked    int                // places of the fetch in flight
 	fetching bool               // a Fetch is in flight
+	since    time.Time          // when it started
 	idle     bool               // that Fetch found the queue empty and waits in Redis
 	failing  bool               // the last Fetch failed; the fetcher backs off
 	out      int                // taken by the pool and not finished
@@ -205,7 +207,7 @@ func (m *lanes) fetch(ctx context.Context, l *lane) {
 				return
 			}
 		}
-		l.fetching, l.idle, l.asked = true, false, n
+		l.fetching, l.idle, l.asked, l.since = true, false, n, time.Now()
 		m.mu.Unlock()
 
 		ds, err := l.cons.Fetch(ctx, n)
@@ -377,6 +379,12 @@ func (m *lanes) watch(ctx context.Context, waiting func() bool) {
 		roomBusy := waiting()
 		for _, l := range m.ls {
 			m.mu.Lock()
+			if l.fetching && !l.idle && !l.since.IsZero() && time.Since(l.since) >= blindIdle {
+				// A driver that never calls ConsumerOptions.Idle: a fetch
+				// this long is waiting on an empty queue.
+				l.idle = true
+				m.changedLocked()
+			}
 			held := len(l.buf) > 0
 			stale := held && time.Since(l.oldest) >= roomWait
 			m.mu.Unlock()
@@ -423,6 +431,12 @@ func (m *lanes) giveBack(ctx context.Context, l *lane, msg string) {
 	err := l.cons.Release(rctx, ds...)
 	m.log.Info(msg, "queue", l.name, "jobs", len(ds), "error", err)
 }
+
+// blindIdle is how long a lane's Fetch may be in flight before the lanes
+// take its queue for empty though the driver did not say so
+// (broker.ConsumerOptions.Idle): the longest such a driver stalls a
+// strict or weighted choice.
+const blindIdle = time.Second
 
 // lane returns the lane of d's queue.
 func (m *lanes) lane(d *broker.Delivery) (*lane, error) {

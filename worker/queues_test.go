@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor"
+	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/drivertest"
 	"github.com/conveyorq/conveyor/internal/redistest"
 	"github.com/conveyorq/conveyor/worker"
@@ -537,6 +538,45 @@ func TestPrefetchSizesTheRoom(t *testing.T) {
 				}
 			}
 			close(release)
+		})
+	}
+}
+
+// withoutIdle is a driver whose consumers never call
+// broker.ConsumerOptions.Idle, as a driver written before it might.
+type withoutIdle struct{ broker.Driver }
+
+func (d withoutIdle) Open(ctx context.Context, queue string, opts *broker.ConsumerOptions) (broker.Consumer, error) {
+	o := *opts
+	o.Idle = nil
+	return d.Driver.Open(ctx, queue, &o)
+}
+
+// TestDriverWithoutIdle: with a driver that never says its queue is empty,
+// a pool of two queues, one of them empty (the higher one, under strict
+// priority), still runs the other's jobs: a fetch in flight for a second is
+// taken for a wait on an empty queue.
+func TestDriverWithoutIdle(t *testing.T) {
+	t.Parallel()
+	for _, strict := range []bool{false, true} {
+		t.Run(fmt.Sprintf("strict=%v", strict), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, 0)
+			const n = 100
+			enqueueTo(t, e, "busy", n, nil)
+			s := newStarts(n)
+			h := conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
+				s.add(job.Queue)
+				return nil
+			})
+			p, err := worker.NewPool(withoutIdle{e.d}, h, &worker.Config{
+				Queues: map[string]int{"empty": 2, "busy": 1}, StrictPriority: strict, Concurrency: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop := drivertest.Background(t, p.Run)
+			waitFor(t, "the busy queue's jobs", 30*time.Second, s.done)
+			stop()
 		})
 	}
 }

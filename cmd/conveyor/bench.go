@@ -70,7 +70,7 @@ func parseBench(args []string, stderr io.Writer, getenv func(string) string) (*b
 	fs.StringVar(&o.prefix, "prefix", "", "key prefix of the run (default cvbench-<random>); its keys are deleted at the end")
 	fs.Usage = func() {
 		w := fs.Output()
-		fmt.Fprintln(w, "Usage: conveyor bench [flags]\n\nRuns workloads against Conveyor's durable drivers and prints a table\n(or JSON) of the figures, with issue 7's targets. Workloads:")
+		fmt.Fprintln(w, "Usage: conveyor bench [flags]\n\nRuns workloads against Conveyor's durable drivers and prints a table\n(or JSON) of the figures, each with the target it is held to where there\nis one (docs/performance.md). Workloads:")
 		for _, wl := range benchkit.Workloads() {
 			fmt.Fprintf(w, "  %-17s %s\n", wl.Name, wl.Doc)
 		}

@@ -433,7 +433,7 @@ func idle(ctx context.Context, e *Env, f Factory, label string) (_ []Metric, err
 	return []Metric{{Name: "idle commands", Value: float64(c1-c0) / elapsed.Seconds(), Unit: "cmd/s"}}, nil
 }
 
-// goals attaches issue 7's targets to Conveyor's figures.
+// goals attaches the targets Conveyor's figures are held to (docs/performance.md).
 func goals(workload, system string, cfg Config, ms []Metric) []Metric {
 	if system != "list" && system != "stream" {
 		return ms

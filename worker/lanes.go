@@ -61,7 +61,6 @@ type lane struct {
 	// Guarded by lanes.mu.
 	buf      []*broker.Delivery // fetched, not yet taken by the pool
 	oldest   time.Time          // when the pool last took from buf, or buf filled from empty
-	asked    int                // places of the fetch in flight
 	fetching bool               // a Fetch is in flight
 	since    time.Time          // when it started
 	idle     bool               // that Fetch found the queue empty and waits in Redis
@@ -207,13 +206,13 @@ func (m *lanes) fetch(ctx context.Context, l *lane) {
 				return
 			}
 		}
-		l.fetching, l.idle, l.asked, l.since = true, false, n, time.Now()
+		l.fetching, l.idle, l.since = true, false, time.Now()
 		m.mu.Unlock()
 
 		ds, err := l.cons.Fetch(ctx, n)
 
 		m.mu.Lock()
-		l.fetching, l.idle, l.asked = false, false, 0
+		l.fetching, l.idle = false, false
 		l.failing = err != nil && ctx.Err() == nil
 		if len(ds) > 0 {
 			if len(l.buf) == 0 {

@@ -38,6 +38,17 @@ func enqueueTo(t testing.TB, e env, queue string, n int, opts *conveyor.EnqueueO
 	}
 }
 
+// runPool starts a pool of h on d in the background; the func it returns
+// stops it (as drivertest.Background's does; the test's end stops it too).
+func runPool(t testing.TB, d broker.Driver, h conveyor.Handler, cfg *worker.Config) func() {
+	t.Helper()
+	p, err := worker.NewPool(d, h, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return drivertest.Background(t, p.Run)
+}
+
 // starts records the queue of each job a pool starts, in order.
 type starts struct {
 	mu     sync.Mutex
@@ -84,14 +95,10 @@ func TestWeightedShares(t *testing.T) {
 				s.add(job.Queue)
 				return nil
 			})
-			p, err := worker.NewPool(e.d, h, &worker.Config{
+			stop := runPool(t, e.d, h, &worker.Config{
 				Queues:      map[string]int{"critical": 6, "default": 3, "low": 1},
 				Concurrency: 10,
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			stop := drivertest.Background(t, p.Run)
 			waitFor(t, "every job started", 3*time.Minute, s.done)
 			stop()
 			got := s.snapshot()
@@ -152,15 +159,11 @@ func TestStrictPriority(t *testing.T) {
 				time.Sleep(time.Millisecond) // the work: long enough for the backlog to last
 				return nil
 			})
-			p, err := worker.NewPool(e.d, h, &worker.Config{
+			stop := runPool(t, e.d, h, &worker.Config{
 				Queues:         map[string]int{"high": 3, "mid": 2, "low": 1},
 				StrictPriority: true,
 				Concurrency:    conc,
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			stop := drivertest.Background(t, p.Run)
 			waitFor(t, "low jobs to run", time.Minute, lowRunning)
 			enqueueTo(t, e, "high", each, nil)
 			mark := len(s.snapshot()) // every job started before this one was started before the enqueue returned
@@ -257,15 +260,11 @@ func TestQueueConcurrencyCap(t *testing.T) {
 				s.add(job.Queue)
 				return nil
 			})
-			p, err := worker.NewPool(e.d, h, &worker.Config{
+			stop := runPool(t, e.d, h, &worker.Config{
 				Queues:           map[string]int{"capped": 1, "open": 1},
 				QueueConcurrency: map[string]int{"capped": 2},
 				Concurrency:      8,
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			stop := drivertest.Background(t, p.Run)
 			waitFor(t, "every job done", time.Minute, s.done)
 			stop()
 			mu.Lock()
@@ -339,11 +338,7 @@ func TestEmptyQueueCostsNoRoundTrip(t *testing.T) {
 				s.add(job.Queue)
 				return nil
 			})
-			p, err := worker.NewPool(d, h, &worker.Config{Queues: map[string]int{"busy": 1, "idle": 1}, Concurrency: 10})
-			if err != nil {
-				t.Fatal(err)
-			}
-			stop := drivertest.Background(t, p.Run)
+			stop := runPool(t, d, h, &worker.Config{Queues: map[string]int{"busy": 1, "idle": 1}, Concurrency: 10})
 			// Wait until the idle queue's fetch sleeps, then count.
 			redistest.Eventually(t, "the idle queue's fetch to wait in Redis", func() bool {
 				return redistest.Blocked(t, e.rdb, name, "bzpopmin") > 0
@@ -459,11 +454,7 @@ func TestPauseOneOfTheQueues(t *testing.T) {
 				}
 				return nil
 			})
-			p, err := worker.NewPool(e.d, h, &worker.Config{Queues: map[string]int{"a": 1, "b": 1}, Concurrency: 4})
-			if err != nil {
-				t.Fatal(err)
-			}
-			drivertest.Background(t, p.Run)
+			runPool(t, e.d, h, &worker.Config{Queues: map[string]int{"a": 1, "b": 1}, Concurrency: 4})
 			redistest.Eventually(t, "jobs of both queues to start", func() bool {
 				got := s.snapshot()
 				return slices.Contains(got, "a") && slices.Contains(got, "b")
@@ -513,11 +504,7 @@ func TestPrefetchSizesTheRoom(t *testing.T) {
 				}
 				return nil
 			})
-			p, err := worker.NewPool(e.d, h, &worker.Config{Queue: "q", Concurrency: 2, Prefetch: 6})
-			if err != nil {
-				t.Fatal(err)
-			}
-			drivertest.Background(t, p.Run)
+			runPool(t, e.d, h, &worker.Config{Queue: "q", Concurrency: 2, Prefetch: 6})
 			ins, err := conveyor.NewInspector(e.d, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -569,12 +556,8 @@ func TestDriverWithoutIdle(t *testing.T) {
 				s.add(job.Queue)
 				return nil
 			})
-			p, err := worker.NewPool(withoutIdle{e.d}, h, &worker.Config{
+			stop := runPool(t, withoutIdle{e.d}, h, &worker.Config{
 				Queues: map[string]int{"empty": 2, "busy": 1}, StrictPriority: strict, Concurrency: 4})
-			if err != nil {
-				t.Fatal(err)
-			}
-			stop := drivertest.Background(t, p.Run)
 			waitFor(t, "the busy queue's jobs", 30*time.Second, s.done)
 			stop()
 		})

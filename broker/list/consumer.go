@@ -207,20 +207,11 @@ func (c *consumer) wait(ctx context.Context, hint time.Duration) (bool, error) {
 	c.mu.Unlock()
 	defer c.waits.Done()
 
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(c.closing, cancel)
-	defer stop()
-	woke, err := c.waiter.Wait(wctx, d)
-	switch {
-	case err == nil:
-		return woke, nil
-	case ctx.Err() != nil:
-		return false, ctx.Err()
-	case c.isClosed():
-		return false, broker.ErrClosed
+	key, err := c.waiter.WaitOpen(ctx, c.closing, d)
+	if err != nil && err != ctx.Err() && !errors.Is(err, broker.ErrClosed) {
+		err = fmt.Errorf("list: fetch: %w", err)
 	}
-	return false, fmt.Errorf("list: fetch: %w", err)
+	return key == c.waiter.Key(), err
 }
 
 // pausedAfterFetch hands ds back (a release: to the front of ready, in

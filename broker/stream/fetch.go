@@ -153,20 +153,11 @@ func (c *consumer) wait(ctx context.Context) (string, error) {
 	c.wg.Add(1)
 	c.mu.Unlock()
 	defer c.wg.Done()
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(c.closing, cancel)
-	defer stop()
-	key, err := c.waiter.WaitFor(wctx, c.d.cfg.PollInterval)
-	switch {
-	case err == nil:
-		return key, nil
-	case ctx.Err() != nil:
-		return "", ctx.Err()
-	case c.isClosed():
-		return "", fmt.Errorf("stream: fetch: %w", broker.ErrClosed)
+	key, err := c.waiter.WaitOpen(ctx, c.closing, c.d.cfg.PollInterval)
+	if err != nil && err != ctx.Err() {
+		err = fmt.Errorf("stream: fetch: %w", err)
 	}
-	return "", fmt.Errorf("stream: fetch: %w", err)
+	return key, err
 }
 
 // fetchResult is what one fetch.lua call found.

@@ -25,6 +25,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/redischeck"
 )
 
@@ -98,6 +99,26 @@ func (w *Waiter) Key() string { return w.key }
 func (w *Waiter) Wait(ctx context.Context, d time.Duration) (bool, error) {
 	key, err := w.WaitFor(ctx, d)
 	return key == w.key, err
+}
+
+// WaitOpen is WaitFor cut short also when closing (a consumer's close)
+// ends: it returns ctx.Err() when ctx ended, broker.ErrClosed when closing
+// did, other errors as WaitFor returns them.
+func (w *Waiter) WaitOpen(ctx, closing context.Context, d time.Duration) (string, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(closing, cancel)
+	defer stop()
+	key, err := w.WaitFor(wctx, d)
+	switch {
+	case err == nil:
+		return key, nil
+	case ctx.Err() != nil:
+		return "", ctx.Err()
+	case closing.Err() != nil:
+		return "", broker.ErrClosed
+	}
+	return "", err
 }
 
 // WaitFor is Wait on every signal of the waiter: it returns the signal key

@@ -70,7 +70,7 @@ func (p *JobPage) Next() (offset int, ok bool) {
 // Inspector reads and repairs the queues of a durable driver (list,
 // stream): the queues and their sizes, the jobs of each state page by page,
 // a job by ID, re-drive of discarded jobs, cancel of timers, purge. The CLI
-// and the dashboard are thin layers over it. It is safe for concurrent use.
+// (docs/cli.md) is a thin layer over it. It is safe for concurrent use.
 //
 // Every per-queue read goes straight to the queue's keys: no KEYS, no SCAN.
 // docs/inspector.md says what each call costs.

@@ -8,7 +8,7 @@ import (
 
 // Inspector is the read and repair side of a driver that keeps its queues
 // in Redis (the list and stream drivers; not pubsub, which stores nothing).
-// The CLI and the dashboard are built on it, through conveyor.Inspector.
+// The CLI (docs/cli.md) is built on it, through conveyor.Inspector.
 //
 // Every per-queue read goes straight to the queue's keys (no KEYS, no
 // SCAN). Pages are bounded: a limit above MaxInspectPage is refused.

@@ -148,7 +148,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // the report. A failed workload does not stop the others; its error is
 // returned at the end, after the figures that were measured.
 func bench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) (err error) {
-	env, rep, done, err := benchkit.Start(ctx, o.redisURL, o.prefix, o.cfg, stderr)
+	// Progress is redrawn in place on a terminal, plain lines elsewhere.
+	progress := progressWriter(stderr)
+	env, rep, done, err := benchkit.Start(ctx, o.redisURL, o.prefix, o.cfg, progress)
 	if err != nil {
 		return err
 	}
@@ -176,7 +178,7 @@ func bench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) (err 
 			}
 			res, err := benchkit.Run(ctx, env, w, benchkit.Conveyor(d))
 			if err != nil {
-				fmt.Fprintf(stderr, "\r%v\n", err)
+				fmt.Fprintf(progress, "\r%v\n", err)
 				errs = append(errs, err)
 				continue
 			}

@@ -24,7 +24,7 @@ func TestDispatch(t *testing.T) {
 		{args: []string{"bench", "-driver", "pubsub"}, code: 2, err: "-driver"},
 	} {
 		var stdout, stderr bytes.Buffer
-		code := run(ctx, c.args, &stdout, &stderr)
+		code := run(ctx, c.args, stdio{in: strings.NewReader(""), out: &stdout, err: &stderr})
 		if code != c.code {
 			t.Errorf("conveyor %q: exit %d, want %d (stderr %s)", c.args, code, c.code, stderr.String())
 		}

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/conveyorq/conveyor"
+)
+
+var queuesSpec = spec{
+	name:     "queues",
+	synopsis: "queues [flags]",
+	about: `Lists the queues under the key prefix, sorted by name, with their jobs per
+state (ready, in flight, delayed, discarded), whether they are paused, the
+driver their keys show, and their processed and failed counts (cumulative:
+sample twice for a rate).
+
+A queue is listed once a process has enqueued to it or opened a consumer on
+it; a drained queue stays listed. Cost: one read of the queue registry per
+1,000 queues, then two pipelines of O(1) reads per queue (what the keys say,
+then one script per queue). No KEYS, no SCAN.`,
+}
+
+// queueOut is one queue's figures in the JSON output of queues and stats.
+type queueOut struct {
+	Queue     string `json:"queue"`
+	Driver    string `json:"driver"`
+	Paused    bool   `json:"paused"`
+	Ready     int64  `json:"ready"`
+	InFlight  int64  `json:"in_flight"`
+	Delayed   int64  `json:"delayed"`
+	Discarded int64  `json:"discarded"`
+	Processed int64  `json:"processed"`
+	Failed    int64  `json:"failed"`
+}
+
+func newQueueOut(p queueProbe, s *conveyor.QueueSizes) queueOut {
+	driver := p.driver
+	if driver == "" {
+		driver = "unknown"
+	}
+	return queueOut{Queue: s.Queue, Driver: driver, Paused: p.paused, Ready: s.Ready, InFlight: s.InFlight,
+		Delayed: s.Delayed, Discarded: s.Discarded, Processed: s.Processed, Failed: s.Failed}
+}
+
+func runQueues(ctx context.Context, args []string, std stdio) error {
+	inv, err := queuesSpec.start(ctx, args, std, nil)
+	if err != nil {
+		return err
+	}
+	defer inv.close()
+	c := inv.c
+	names, err := c.insps["list"].Queues(ctx) // the registry both drivers share
+	if err != nil {
+		return err
+	}
+	probes, err := c.probe(ctx, names...)
+	if err != nil {
+		return inv.fail(err)
+	}
+	// Each driver reads its own queues; a queue whose keys do not say is
+	// read alike by both.
+	byDriver := map[string][]int{}
+	for k, p := range probes {
+		d, err := c.driverOf(p, false)
+		if err != nil {
+			return inv.fail(err)
+		}
+		byDriver[d] = append(byDriver[d], k)
+	}
+	out := make([]queueOut, len(names))
+	for d, idx := range byDriver {
+		qs := make([]string, len(idx))
+		for k, i := range idx {
+			qs[k] = names[i]
+		}
+		sizes, err := c.insps[d].QueueSizes(ctx, qs...)
+		if err != nil {
+			return err
+		}
+		for k, i := range idx {
+			out[i] = newQueueOut(probes[i], sizes[k])
+		}
+	}
+	if inv.t.json {
+		return writeJSON(std.out, struct {
+			Queues []queueOut `json:"queues"`
+		}{out})
+	}
+	if len(out) == 0 {
+		fmt.Fprintf(std.err, "No queues under prefix %q.\n", inv.t.prefix)
+		return nil
+	}
+	tw := newTable(std.out)
+	fmt.Fprintln(tw, "QUEUE\tDRIVER\tREADY\tIN FLIGHT\tDELAYED\tDISCARDED\tPAUSED\tPROCESSED\tFAILED")
+	for _, q := range out {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\t%d\n", q.Queue, q.Driver, q.Ready, q.InFlight, q.Delayed, q.Discarded, yesNo(q.Paused), q.Processed, q.Failed)
+	}
+	return tw.Flush()
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+var statsSpec = spec{
+	name:     "stats",
+	synopsis: "stats <queue> [flags]",
+	args:     []string{"queue"},
+	about: `Shows one queue in depth: its jobs per state, processed and failed counts,
+whether it is paused, its discard queue (records, oldest, how many retention
+dropped), how long the next ready job has waited, when the next timer is
+due, the oldest in-flight job's lease and the last discard's reason.
+
+Cost: one pipeline of O(1) reads, one script reading every figure at once,
+then one short page of each state (one job each; a stream queue's ready and
+in-flight pages are read from the stream's start).`,
+}
+
+// statsOut is the JSON output of stats.
+type statsOut struct {
+	queueOut
+	Discards struct {
+		Count          int64     `json:"count"`
+		Oldest         time.Time `json:"oldest,omitzero"`
+		DroppedByCount int64     `json:"dropped_by_count"`
+		DroppedByAge   int64     `json:"dropped_by_age"`
+	} `json:"discards"`
+	// The first job of each state, in the state's order; absent when the
+	// state is empty.
+	NextReady     *jobOut `json:"next_ready,omitempty"`
+	OldestLeased  *jobOut `json:"oldest_in_flight,omitempty"`
+	NextDelayed   *jobOut `json:"next_delayed,omitempty"`
+	LastDiscarded *jobOut `json:"last_discarded,omitempty"`
+}
+
+func runStats(ctx context.Context, args []string, std stdio) error {
+	inv, err := statsSpec.start(ctx, args, std, nil)
+	if err != nil {
+		return err
+	}
+	defer inv.close()
+	queue, insp := inv.queue, inv.insp
+	p := inv.probe
+	s, err := insp.Queue(ctx, queue)
+	if err != nil {
+		return err
+	}
+	var o statsOut
+	o.queueOut = newQueueOut(p, s)
+	o.Discards.Count, o.Discards.Oldest = s.Discards.Count, s.Discards.Oldest.UTC()
+	o.Discards.DroppedByCount, o.Discards.DroppedByAge = s.Discards.DroppedByCount, s.Discards.DroppedByAge
+	first := map[conveyor.JobState]*conveyor.JobInfo{}
+	for _, f := range []struct {
+		state conveyor.JobState
+		n     int64
+		into  **jobOut
+	}{
+		{conveyor.JobReady, s.Ready, &o.NextReady},
+		{conveyor.JobInFlight, s.InFlight, &o.OldestLeased},
+		{conveyor.JobDelayed, s.Delayed, &o.NextDelayed},
+		{conveyor.JobDiscarded, s.Discarded, &o.LastDiscarded},
+	} {
+		if f.n == 0 {
+			continue
+		}
+		page, err := insp.Jobs(ctx, queue, f.state, &conveyor.ListOptions{Limit: 1})
+		if err != nil {
+			return err
+		}
+		if len(page.Jobs) > 0 {
+			j := newJobOut(page.Jobs[0])
+			*f.into, first[f.state] = &j, page.Jobs[0]
+		}
+	}
+	if inv.t.json {
+		return writeJSON(std.out, o)
+	}
+	now := time.Now()
+	tw := newTable(std.out)
+	row := func(name string, v any) { fmt.Fprintf(tw, "%s\t%v\n", name, v) }
+	row("Queue:", o.Queue)
+	row("Driver:", o.Driver)
+	row("Paused:", yesNo(o.Paused))
+	row("Ready:", o.Ready)
+	row("In flight:", o.InFlight)
+	row("Delayed:", o.Delayed)
+	row("Discarded:", o.Discarded)
+	row("Processed:", o.Processed)
+	row("Failed:", o.Failed)
+	named := func(j *conveyor.JobInfo) string { return cell(j.ID, 64) + " (" + cell(j.Kind, 64) + ")" }
+	if j := first[conveyor.JobReady]; j != nil {
+		row("Next ready:", named(j)+", ready since "+ago(now, conveyor.ReadyAt(&j.Message)))
+	}
+	if j := first[conveyor.JobInFlight]; j != nil {
+		row("Oldest in flight:", named(j)+", "+lease(now, j))
+	}
+	if j := first[conveyor.JobDelayed]; j != nil {
+		row("Next timer:", named(j)+", due "+ago(now, j.RunAt))
+	}
+	if j := first[conveyor.JobDiscarded]; j != nil {
+		row("Last discarded:", named(j)+", "+ago(now, j.DiscardedAt)+": "+cell(j.Reason, 100))
+	}
+	row("Discard records:", o.Discards.Count)
+	row("  oldest:", when(now, o.Discards.Oldest))
+	row("  dropped, over the cap:", o.Discards.DroppedByCount)
+	row("  dropped, too old:", o.Discards.DroppedByAge)
+	return tw.Flush()
+}
+
+// lease says where an in-flight job's lease stands, as the driver keeps
+// it: a deadline (list) or a start and a holder (stream).
+func lease(now time.Time, j *conveyor.JobInfo) string {
+	if !j.LeaseDeadline.IsZero() {
+		return "lease runs out " + ago(now, j.LeaseDeadline)
+	}
+	return fmt.Sprintf("leased %s by %s", ago(now, j.LeasedAt), cell(j.Consumer, 64))
+}

@@ -48,9 +48,9 @@ type ConsumerOptions struct {
 	// Kept says that a keeper elected for the queue (Keeper and Upkeeper;
 	// a worker pool campaigns for it) watches its expired leases: an idle
 	// Fetch sleeps on the queue's wake signal, which a new message (or the
-	// keeper, for expired leases) sets. How long it sleeps is the driver's
-	// (list: up to a minute; stream: up to its PollInterval, as its own
-	// takeover passes stay). Ignored by drivers without an Upkeeper.
+	// keeper, for expired leases) sets, for up to a minute, so an idle
+	// consumer sends about one command a minute. Ignored by drivers without
+	// an Upkeeper.
 	Kept bool
 	// Idle, when set, is called by Fetch each time it found nothing it
 	// could return (the queue has nothing ready for this consumer, or it is

@@ -56,9 +56,9 @@ type consumer struct {
 
 	// kept: the consumer was opened with broker.ConsumerOptions.Kept. It
 	// then sleeps on the queue's wake signals (waiter) instead of blocking
-	// in XREADGROUP, up to PollInterval: {q}:wake, set when entries are
-	// added, and {q}:reclaim, set by the keeper (Driver.Upkeep) when leases
-	// expired, which makes it run a takeover pass (passDue, under mu).
+	// in XREADGROUP: {q}:wake, set when entries are added, and {q}:reclaim,
+	// set by the keeper (Driver.Upkeep) when leases expired, which makes it
+	// run a takeover pass (passDue, under mu). See sleep.
 	kept    bool
 	passDue bool
 	// idle is broker.ConsumerOptions.Idle (a no-op when unset): Fetch calls
@@ -72,6 +72,16 @@ type consumer struct {
 	closing context.Context
 	cancel  context.CancelFunc
 }
+
+// keptBlock is the longest one idle wait of a kept consumer lasts; it then
+// waits again without reading. It sets the idle load of a kept consumer:
+// one command a minute.
+const keptBlock = time.Minute
+
+// reclaimShare: a takeover pass the keeper's reclaim signal asked for takes
+// at most 1/reclaimShare of the entries its Fetch asked for, then wakes the
+// next consumer (see round).
+const reclaimShare = 4
 
 var _ broker.Consumer = (*consumer)(nil)
 

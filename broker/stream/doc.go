@@ -80,16 +80,21 @@
 //
 // A consumer opened with broker.ConsumerOptions.Kept (a worker pool's, when
 // the pools of a queue elect a keeper: Driver.Campaign) sleeps instead on
-// the queue's wake signals (internal/wake: BZPOPMIN, for at most
-// PollInterval): {q}:wake, set with every entry added, hands each new job
-// to one sleeping consumer; {q}:reclaim, set by the keeper (Driver.Upkeep,
-// one XPENDING a second) when a lease expired, wakes one to run a takeover
-// pass at once. It still runs its own pass at most once per PollInterval,
-// idle or busy, as a consumer that is not kept does: expired leases left to
-// the keeper's signal alone went to the consumer idle the longest, which
-// concentrated a crash's victims on one worker (the chaos suite's
-// round-robin kills then made healthy jobs poison). So a kept stream
-// consumer's idle cost is about two commands per PollInterval, as before; a
-// read or pass that filled its batch wakes the next consumer. A stopping
-// consumer ends its own wait at once.
+// the queue's wake signals (internal/wake: BZPOPMIN, up to a minute, one
+// command a minute when idle): {q}:wake, set with every entry added, hands
+// each new job to one sleeping consumer; {q}:reclaim, set by the keeper
+// (Driver.Upkeep, one XPENDING a second) when a lease expired, wakes one to
+// run a takeover pass at once; that pass takes a quarter of what its Fetch
+// asked for and, when it got that many, wakes the next sleeping consumer
+// for more, so a crash's jobs go back to several workers. A kept consumer
+// under load (woken after less than PollInterval asleep) also runs its own
+// pass once per PollInterval, as a consumer that is not kept does, so the
+// expired leases of a crash under load are taken over by every busy
+// consumer rather than all by the ones the signal wakes (which would put
+// them in few workers' hands, and one more crash would count a recovery
+// against each). A consumer woken after PollInterval or more asleep puts
+// its own pass off for PollInterval: an idle fleet sends no command per
+// consumer, and a job handed to an idle consumer costs one read, whatever
+// the number of consumers. A read or pass that filled its batch wakes the
+// next consumer. A stopping consumer ends its own wait at once.
 package stream

@@ -62,7 +62,7 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 			}
 			return nil, fmt.Errorf("stream: fetch: %w", err)
 		}
-		if c.kept && r.read == max {
+		if c.kept && r.read > 0 && r.read == r.asked {
 			// More may wait: wake the next sleeping consumer (one wake-up
 			// per batch).
 			next := c.keys.wake
@@ -125,23 +125,45 @@ func (c *consumer) signal(key string) {
 	}()
 }
 
-// sleep waits on the queue's wake signals until one wakes the consumer
-// (the reclaim signal asks for a takeover pass), PollInterval passes (the
-// next round runs its own pass, as a consumer that is not kept does:
-// leaving expired leases to the keeper's signal alone concentrated them on
-// the consumer idle the longest, and the chaos suite's round-robin kills
-// then made healthy jobs poison), ctx is done or the consumer is closed.
+// sleep waits on the queue's wake signals until one wakes the consumer, ctx
+// is done or the consumer is closed. A wait that ran out (keptBlock) is
+// followed by another, not by a read: nothing signalled, so nothing came
+// (the keeper signals entries that came without one). The reclaim signal
+// asks for a takeover pass at once.
+//
+// A consumer woken for new entries after less than PollInterval asleep is
+// under load: it runs its own pass when one is due (once per
+// PollInterval), as a consumer that is not kept does, so that every busy
+// consumer takes its part of a crash's expired leases (left to the
+// keeper's signal, they would go to the consumers idle the longest). One
+// woken after PollInterval or more puts its pass off for PollInterval:
+// it was idle, so a job handed to a fleet of idle consumers costs one
+// read, not a pass, and the keeper's signal covers the leases that expire
+// meanwhile.
 func (c *consumer) sleep(ctx context.Context) error {
-	key, err := c.wait(ctx)
-	if err == nil && key == c.keys.reclaim {
+	start := time.Now()
+	for {
+		key, err := c.wait(ctx)
+		if err != nil {
+			return err
+		}
+		if key == "" {
+			continue
+		}
+		now := time.Now()
 		c.mu.Lock()
-		c.passDue = true
+		switch {
+		case key == c.keys.reclaim:
+			c.passDue = true
+		case now.Sub(start) >= c.d.cfg.PollInterval:
+			c.nextClaim = now.Add(c.d.cfg.PollInterval)
+		}
 		c.mu.Unlock()
+		return nil
 	}
-	return err
 }
 
-// wait sleeps on the queue's wake signals (internal/wake) for PollInterval,
+// wait sleeps on the queue's wake signals (internal/wake) for keptBlock,
 // until one wakes it (its key), ctx is done (ctx.Err()) or the consumer is
 // closed (broker.ErrClosed).
 func (c *consumer) wait(ctx context.Context) (string, error) {
@@ -153,7 +175,7 @@ func (c *consumer) wait(ctx context.Context) (string, error) {
 	c.wg.Add(1)
 	c.mu.Unlock()
 	defer c.wg.Done()
-	key, err := c.waiter.WaitOpen(ctx, c.closing, c.d.cfg.PollInterval)
+	key, err := c.waiter.WaitOpen(ctx, c.closing, keptBlock)
 	if err != nil && err != ctx.Err() {
 		err = fmt.Errorf("stream: fetch: %w", err)
 	}
@@ -163,6 +185,7 @@ func (c *consumer) wait(ctx context.Context) (string, error) {
 // fetchResult is what one fetch.lua call found.
 type fetchResult struct {
 	ds       []*broker.Delivery
+	asked    int  // entries the round asked for
 	read     int  // entries read, including undecodable ones not in ds
 	claimed  bool // the round was a takeover pass
 	poisoned int  // entries discarded as poison instead of delivered
@@ -219,10 +242,19 @@ func (c *consumer) round(ctx context.Context, max int) (fetchResult, error) {
 	if c.cursor != "0-0" || c.passDue || !start.Before(c.nextClaim) {
 		cursor = c.cursor
 	}
+	// A pass the keeper's reclaim signal asked for takes a share of the
+	// expired leases (reclaimShare of what the consumer asked for) and,
+	// when it got a full share, leaves the rest to the next consumer it
+	// wakes: a crash's jobs go back to several workers, not all to the
+	// one the signal woke first.
+	share := cursor == "0-0" && c.passDue
 	c.passDue = false
 	c.mu.Unlock()
 	if cursor == "" {
 		return c.readNew(ctx, max, start)
+	}
+	if share {
+		max = (max + reclaimShare - 1) / reclaimShare
 	}
 
 	v, err := fetchScript.Run(ctx, c.d.rdb, c.fetchKeys(),
@@ -236,6 +268,11 @@ func (c *consumer) round(ctx context.Context, max int) (fetchResult, error) {
 		return fetchResult{}, err
 	}
 	res.claimed = true
+	n := len(rest) / 3
+	res.read, res.asked = n, max
+	if share && n == max {
+		next = "0-0" // the next consumer woken goes on (Fetch signals it)
+	}
 	if next != "" {
 		c.mu.Lock()
 		c.cursor = next
@@ -245,8 +282,6 @@ func (c *consumer) round(ctx context.Context, max int) (fetchResult, error) {
 		c.mu.Unlock()
 	}
 
-	n := len(rest) / 3
-	res.read = n
 	if n == 0 {
 		return res, nil
 	}
@@ -308,7 +343,7 @@ func (c *consumer) readNew(ctx context.Context, max int, start time.Time) (fetch
 	if len(msgs) == 0 {
 		return fetchResult{}, nil
 	}
-	res := fetchResult{read: len(msgs)}
+	res := fetchResult{read: len(msgs), asked: max}
 	deadline := start.Add(c.vt)
 	buf := make([]broker.Delivery, len(msgs))
 	res.ds = make([]*broker.Delivery, 0, len(msgs))

@@ -18,6 +18,7 @@ import (
 	"github.com/conveyorq/conveyor/broker/brokertest"
 	"github.com/conveyorq/conveyor/broker/stream"
 	"github.com/conveyorq/conveyor/internal/codec"
+	"github.com/conveyorq/conveyor/internal/drivertest"
 	"github.com/conveyorq/conveyor/internal/redistest"
 )
 
@@ -377,5 +378,188 @@ func TestIdleLoad(t *testing.T) {
 				t.Fatalf("idle Fetch sent %d commands in 2s, want about 8", n)
 			}
 		})
+	}
+}
+
+// openKept opens a kept consumer (a worker pool's) on e's queue "q" once
+// the stream and its group exist, with no wake signal left over (an
+// enqueue's signal, which no kept consumer took, would wake it once).
+func openKept(t *testing.T, e *env) broker.Consumer {
+	t.Helper()
+	e.enqueue(msg("q", "first"))
+	first := e.open("q", time.Minute)
+	if err := first.Ack(context.Background(), e.fetch(first, 1)...); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rdb.Del(context.Background(), e.key("q", "wake")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := e.d.Open(context.Background(), "q", &broker.ConsumerOptions{VisibilityTimeout: time.Minute, Kept: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
+
+// TestKeptIdleLoad: a kept consumer reads once and then sleeps on the wake
+// signals until its context ends, whatever its PollInterval: three
+// commands in 2s, where one that is not kept sends about eight
+// (TestIdleLoad).
+func TestKeptIdleLoad(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.NewClient(t)
+	e := newEnvWith(t, rdb, &stream.Config{PollInterval: 500 * time.Millisecond})
+	c := openKept(t, e)
+	hook := &countHook{}
+	rdb.AddHook(hook)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := c.Fetch(ctx, 10); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Fetch: %v", err)
+	}
+	// One round (its first pass: fetch.lua), then BZPOPMIN until the
+	// deadline: two, as the client's helper takes whole seconds (1s, then
+	// the 0.99s left).
+	if n := hook.n.Load(); n > 3 {
+		t.Fatalf("an idle kept Fetch sent %d commands in 2s, want at most 3", n)
+	}
+}
+
+// TestKeptWakeReadsWithoutPass: a kept consumer woken for a new entry after
+// sleeping longer than its PollInterval reads it with one plain XREADGROUP:
+// it was idle, so it runs no takeover pass of its own (fetch.lua), and no
+// wait ran out in between: a fleet of idle consumers pays no pass per job.
+// The keeper's reclaim signal still asks for one at once (KeptRecovery in
+// the conformance suite, TestReclaimShared).
+func TestKeptWakeReadsWithoutPass(t *testing.T) {
+	t.Parallel()
+	const poll = 50 * time.Millisecond
+	name := randomName()
+	rdb := namedClient(t, name)
+	e := newEnvWith(t, rdb, &stream.Config{PollInterval: poll})
+	producer, err := stream.New(redistest.Client(t), &stream.Config{Prefix: e.prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := openKept(t, e)
+	log := &drivertest.CmdLog{}
+	rdb.AddHook(log)
+	for i := range 3 {
+		type result struct {
+			ds  []*broker.Delivery
+			err error
+		}
+		got := make(chan result, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			ds, err := c.Fetch(ctx, 10)
+			got <- result{ds, err}
+		}()
+		waitBlocked(t, rdb, name, "bzpopmin")
+		log.Take()
+		// Asleep for several of its PollIntervals: the condition under
+		// test, not a synchronisation.
+		<-time.After(4 * poll)
+		if err := producer.Enqueue(context.Background(), []*broker.Message{msg("q", fmt.Sprint("job-", i))}); err != nil {
+			t.Fatal(err)
+		}
+		r := <-got
+		var names []string
+		for _, trip := range log.Take() {
+			names = append(names, trip...)
+		}
+		if r.err != nil || len(r.ds) != 1 {
+			t.Fatalf("job %d: Fetch = %d deliveries, %v", i, len(r.ds), r.err)
+		}
+		if slices.Contains(names, "evalsha") || slices.Contains(names, "eval") {
+			t.Fatalf("job %d: the woken consumer ran a takeover pass: %v", i, names)
+		}
+		if slices.Contains(names, "bzpopmin") {
+			t.Fatalf("job %d: the consumer's wait ran out while asleep for 4 PollIntervals: %v", i, names)
+		}
+		if !slices.Contains(names, "xreadgroup") {
+			t.Fatalf("job %d: no XREADGROUP among %v", i, names)
+		}
+		if err := c.Ack(context.Background(), r.ds...); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestReclaimShared: the keeper's reclaim signal wakes one sleeping kept
+// consumer, which takes a share of the expired leases and wakes the next:
+// a crash's jobs go back to several workers, not all to the first.
+func TestReclaimShared(t *testing.T) {
+	t.Parallel()
+	names := [2]string{randomName(), randomName()}
+	e := newEnvWith(t, namedClient(t, names[0]), nil)
+	d1, err := stream.New(namedClient(t, names[1]), &stream.Config{Prefix: e.prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Eight jobs leased to a consumer that dies with them (its lease
+	// is short), after the stream and its group exist.
+	var held []*broker.Message
+	for i := range 8 {
+		held = append(held, msg("q", fmt.Sprint("held-", i)))
+	}
+	e.enqueue(held...)
+	const vt = time.Second // the takeover's idle bound is the taker's lease
+	dead := e.open("q", vt)
+	if got := e.fetch(dead, 8); len(got) != 8 {
+		t.Fatalf("fetched %d of 8", len(got))
+	}
+	if err := e.rdb.Del(context.Background(), e.key("q", "wake")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		who int
+		ds  []*broker.Delivery
+		err error
+	}
+	got := make(chan result, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i, d := range []*stream.Driver{e.d, d1} {
+		c, err := d.Open(ctx, "q", &broker.ConsumerOptions{VisibilityTimeout: vt, Kept: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close(context.Background()) })
+		go func() {
+			ds, err := c.Fetch(ctx, 8)
+			got <- result{i, ds, err}
+		}()
+		waitBlocked(t, e.rdb, names[i], "bzpopmin")
+	}
+	// Upkeep signals once the leases have expired (XPENDING ... IDLE).
+	var rs []result
+	for len(rs) == 0 {
+		if _, err := e.d.Upkeep(ctx, "q"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case r := <-got:
+			rs = append(rs, r)
+		case <-time.After(10 * time.Millisecond): // the lease runs out meanwhile
+		}
+	}
+	rs = append(rs, <-got)
+	counts := map[int]int{}
+	for _, r := range rs {
+		if r.err != nil {
+			t.Fatalf("consumer %d: Fetch: %v (got so far: %v)", r.who, r.err, counts)
+		}
+		for _, d := range r.ds {
+			if d.Recoveries != 1 {
+				t.Fatalf("consumer %d got %s with %d recoveries, want 1", r.who, d.Message.ID, d.Recoveries)
+			}
+		}
+		counts[r.who] = len(r.ds)
+	}
+	if counts[0] != 2 || counts[1] != 2 {
+		t.Fatalf("the two woken consumers took %v of the 8 expired leases, want 2 each (a quarter of the 8 asked)", counts)
 	}
 }

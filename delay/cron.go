@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/logs"
 )
 
 // MaxCronNameLen caps a cron entry's name in bytes, so that a fire ID (the
@@ -119,7 +120,7 @@ type CronConfig struct {
 	// Clock is the time source. Defaults to the system clock.
 	Clock Clock
 	// Logger receives Redis errors (retried), missed fires and broken
-	// schedules. Defaults to discarding them.
+	// schedules. Defaults to slog.Default(), warnings and above only.
 	Logger *slog.Logger
 }
 
@@ -225,7 +226,7 @@ func NewCron(d broker.Driver, cfg *CronConfig) (*Cron, error) {
 		c.cfg.Clock = systemClock{}
 	}
 	if c.cfg.Logger == nil {
-		c.cfg.Logger = slog.New(slog.DiscardHandler)
+		c.cfg.Logger = logs.Default()
 	}
 	return c, nil
 }

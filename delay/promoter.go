@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/logs"
 )
 
 // PromoterConfig configures a Promoter. The zero value is valid.
@@ -21,7 +22,8 @@ type PromoterConfig struct {
 	// wake-up (a reconnection) delays a timer by at most this much. It is
 	// the idle load too: one promotion call per MaxSleep. Defaults to 1s.
 	MaxSleep time.Duration
-	// Logger receives promotion errors. Defaults to discarding them.
+	// Logger receives promotion errors. Defaults to slog.Default(),
+	// warnings and above only.
 	Logger *slog.Logger
 	// OnPromote, when set, is called after each promotion call that moved
 	// timers, with the queue and the call's outcome (how many, how late the
@@ -71,7 +73,7 @@ func NewPromoter(d broker.Driver, queue string, cfg *PromoterConfig) (*Promoter,
 		p.cfg.MaxSleep = time.Second
 	}
 	if p.cfg.Logger == nil {
-		p.cfg.Logger = slog.New(slog.DiscardHandler)
+		p.cfg.Logger = logs.Default()
 	}
 	return p, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/internal/keys"
+	"github.com/conveyorq/conveyor/internal/logs"
 )
 
 // DefaultIdempotencyHeader is the header Idempotency reads its key from
@@ -44,7 +45,8 @@ type IdempotencyConfig struct {
 	// its key right now (less when the claim runs out sooner). Defaults to 1s.
 	BusyDelay time.Duration
 	// Logger receives the guard's records (duplicates skipped at Debug, a
-	// key it could not mark or release at Warn). Defaults to discarding them.
+	// key it could not mark or release at Warn). Defaults to
+	// slog.Default(), warnings and above only.
 	Logger *slog.Logger
 }
 
@@ -98,7 +100,7 @@ func Idempotency(rdb redis.UniversalClient, cfg *IdempotencyConfig) (conveyor.Mi
 		c.BusyDelay = time.Second
 	}
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
+		c.Logger = logs.Default()
 	}
 	switch {
 	case c.Lease < 30*time.Millisecond:

@@ -14,6 +14,7 @@ import (
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/keys"
+	"github.com/conveyorq/conveyor/internal/logs"
 )
 
 // RateLimitConfig configures RateLimit.
@@ -39,7 +40,8 @@ type RateLimitConfig struct {
 	OnDecision func(job *conveyor.Job, d RateDecision)
 	// Logger receives a Debug line for each job over the limit (queue,
 	// kind, job_id, attempt, run_at; not the limiter key, which may be a
-	// user or an IP). Defaults to discarding them.
+	// user or an IP). Defaults to slog.Default(), warnings and above only
+	// (so none of these Debug lines).
 	Logger *slog.Logger
 }
 
@@ -82,7 +84,7 @@ func RateLimit(rdb redis.UniversalClient, cfg *RateLimitConfig) (conveyor.Middle
 		c.Key = func(job *conveyor.Job) string { return job.Kind }
 	}
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
+		c.Logger = logs.Default()
 	}
 	switch {
 	case c.Limit < 1:

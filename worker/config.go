@@ -12,6 +12,7 @@ import (
 
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/logs"
 	"github.com/conveyorq/conveyor/retry"
 )
 
@@ -104,7 +105,9 @@ type Config struct {
 	Backoff func(attempt int) time.Duration
 	// Middleware wraps the handler, first outermost.
 	Middleware []conveyor.Middleware
-	// Logger receives the pool's logs. Defaults to discarding them.
+	// Logger receives the pool's logs. Defaults to slog.Default(),
+	// warnings and above only: failed and discarded jobs, lost leases, Redis
+	// errors. Set logs.Default() to silence the pool.
 	Logger *slog.Logger
 	// OnDiscard, when set, is called after each discard the pool or the
 	// chain makes (Job.Discard, attempts used up, SkipRetry) is stored, with
@@ -256,7 +259,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("worker: Retry: %w", err)
 	}
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
+		c.Logger = logs.Default()
 	}
 	switch {
 	case c.Concurrency < 0:

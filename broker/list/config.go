@@ -10,6 +10,7 @@ import (
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/discards"
 	"github.com/conveyorq/conveyor/internal/keys"
+	"github.com/conveyorq/conveyor/internal/logs"
 )
 
 // Config configures a Driver. The zero value (or nil) is valid.
@@ -43,8 +44,8 @@ type Config struct {
 	// negative value turns the cap off.
 	MaxRecoveries int
 	// Logger receives warnings (an eviction policy that can lose leases,
-	// recovered messages, poison discards). Defaults to a logger that
-	// discards everything.
+	// recovered messages, poison discards). Defaults to slog.Default(),
+	// warnings and above only.
 	Logger *slog.Logger
 }
 
@@ -81,7 +82,7 @@ func (cfg *Config) withDefaults() (Config, error) {
 		c.MaxRecoveries = broker.DefaultMaxRecoveries
 	}
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
+		c.Logger = logs.Default()
 	}
 	if err := errs.ErrorOrNil(); err != nil {
 		return c, fmt.Errorf("list: config: %w", err)

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/conveyorq/conveyor/internal/keys"
+	"github.com/conveyorq/conveyor/internal/logs"
 )
 
 // DefaultBuffer is how many received messages a consumer buffers when
@@ -28,7 +29,7 @@ type Config struct {
 	// when the client is a *redis.ClusterClient, false otherwise.
 	Sharded *bool
 	// Logger receives warnings about undecodable messages and
-	// resubscriptions. Defaults to a logger that discards everything.
+	// resubscriptions. Defaults to slog.Default(), warnings and above only.
 	Logger *slog.Logger
 }
 
@@ -59,7 +60,7 @@ func (c *Config) resolve() (resolved, error) {
 		r.buffer = DefaultBuffer
 	}
 	if r.logger == nil {
-		r.logger = slog.New(slog.DiscardHandler)
+		r.logger = logs.Default()
 	}
 	return r, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/discards"
 	"github.com/conveyorq/conveyor/internal/keys"
+	"github.com/conveyorq/conveyor/internal/logs"
 )
 
 // Config configures a Driver. The zero value (or nil) is valid.
@@ -51,13 +52,17 @@ type Config struct {
 	MaxRecoveries int
 	// PollInterval is the longest an idle Fetch blocks before it looks again
 	// for expired leases, and how often a busy consumer looks for them (due
-	// timers wake it at once: a promoter appends them). An idle consumer sends about two
-	// commands per PollInterval, kept (broker.ConsumerOptions.Kept) or not.
-	// Defaults to 1s.
+	// timers wake it at once: a promoter appends them). An idle consumer
+	// sends about two commands per PollInterval. A kept consumer
+	// (broker.ConsumerOptions.Kept, a worker pool's) sleeps until woken, up
+	// to a minute, and looks for expired leases itself only while under
+	// load (woken after less than PollInterval asleep): the queue's keeper
+	// wakes one when a lease expired. Defaults to 1s.
 	PollInterval time.Duration
 	// Logger receives warnings (entries deleted while pending, messages
 	// discarded as poison, a risky maxmemory-policy) and errors of
-	// background hand-backs. Defaults to a logger that discards everything.
+	// background hand-backs. Defaults to slog.Default(), warnings and
+	// above only.
 	Logger *slog.Logger
 
 	// pruneIdle and pruneEvery replace, when set (by tests), the idle time
@@ -90,7 +95,7 @@ func (cfg *Config) withDefaults() (Config, error) {
 		c.PollInterval = defaultPollInterval
 	}
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
+		c.Logger = logs.Default()
 	}
 	var errs *multierror.Error
 	if err := keys.ValidatePrefix(c.Prefix); err != nil {

@@ -38,6 +38,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/conveyorq/conveyor/internal/logs"
 	"github.com/conveyorq/conveyor/internal/redischeck"
 	"github.com/conveyorq/conveyor/internal/script"
 	"github.com/conveyorq/conveyor/internal/wake"
@@ -76,7 +77,8 @@ type Config struct {
 	// StandbyEvery is how often, on average, a standby tries to become the
 	// heir.
 	StandbyEvery time.Duration
-	// Logger receives Redis errors (at Warn). Defaults to discarding them.
+	// Logger receives Redis errors (at Warn). Defaults to slog.Default(),
+	// warnings and above only.
 	Logger *slog.Logger
 }
 
@@ -113,7 +115,7 @@ func New(rdb redis.UniversalClient, id string, cfg Config) (*Election, error) {
 		return nil, fmt.Errorf("elect: Renew %v must be under TTL %v and a quarter of HeirTTL %v", cfg.Renew, cfg.TTL, cfg.HeirTTL)
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+		cfg.Logger = logs.Default()
 	}
 	return &Election{rdb: rdb, id: id, cfg: cfg, baton: wake.NewWaiter(rdb, cfg.Heir+":baton")}, nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/logs"
 	"github.com/conveyorq/conveyor/internal/script"
 )
 
@@ -52,10 +53,10 @@ type Registry struct {
 const retryAfter = time.Minute
 
 // New returns the registry of prefix for the driver called name ("list",
-// "stream"), which starts its warnings; log receives them (nil: nobody).
+// "stream"), which starts its warnings; log receives them (nil: logs.Default()).
 func New(prefix, name string, log *slog.Logger) *Registry {
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = logs.Default()
 	}
 	return &Registry{key: Key(prefix), name: name, log: log}
 }

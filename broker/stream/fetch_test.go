@@ -563,3 +563,37 @@ func TestReclaimShared(t *testing.T) {
 		t.Fatalf("the two woken consumers took %v of the 8 expired leases, want 2 each (a quarter of the 8 asked)", counts)
 	}
 }
+
+// TestPassStopsAtFreshEntries: a takeover pass ends at the first pending
+// entry added less than a visibility timeout ago, since neither it nor any
+// later one can have expired: a consumer whose queue has a long pending
+// list of fresh entries runs one pass round, then plain reads. A pass that
+// walked the whole list ten entries per round (COUNT 1) would take a
+// hundred rounds of fetch.lua here, and under a backlog chases the tail of
+// a list that grows as fast as it scans.
+func TestPassStopsAtFreshEntries(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.NewClient(t)
+	e := newEnvWith(t, rdb, &stream.Config{PollInterval: time.Hour})
+	var ms []*broker.Message
+	for i := range 1010 {
+		ms = append(ms, msg("q", fmt.Sprint("m-", i)))
+	}
+	e.enqueue(ms...)
+	holder := e.open("q", time.Minute)
+	if got := e.fetch(holder, 1000); len(got) != 1000 {
+		t.Fatalf("the holder fetched %d of 1000", len(got))
+	}
+	c := e.open("q", time.Minute)
+	log := &drivertest.CmdLog{}
+	rdb.AddHook(log)
+	for range 5 {
+		e.fetch(c, 1)
+	}
+	if n := log.Count("evalsha"); n != 1 {
+		t.Fatalf("5 fetches ran fetch.lua %d times, want 1 (the first round's pass): %v", n, log.Take())
+	}
+	if n := log.Count("xreadgroup"); n != 4 {
+		t.Fatalf("5 fetches sent %d plain XREADGROUPs, want 4: %v", n, log.Take())
+	}
+}

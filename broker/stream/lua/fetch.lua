@@ -57,6 +57,9 @@
 --   then p pairs: poisoned entry ID, message ID ("" if the message does not parse)
 --   then per message three items: entry ID, delivery count (what fences the
 --   delivery, with the owner), encoded message ("" if the entry has no field "m")
+-- A pass ends (reply [1] "0-0") at the end of the pending list or at the
+-- first entry whose ID is younger than the visibility timeout (its ID's
+-- time is when it was added: it cannot have expired, nor any after it).
 -- Bounded: one XAUTOCLAIM of COUNT ARGV[3] (it scans at most ten times
 -- that many pending entries), one XPENDING per entry it claims; read ARGV[3].
 local stream, dead = KEYS[1], KEYS[2]
@@ -85,6 +88,15 @@ if ARGV[5] ~= '' then
     deleted[#deleted + 1] = id
   end
   local cursor = r[1]
+  -- The pass ends at the first entry added less than a visibility timeout
+  -- ago: it cannot have been delivered longer ago than that, so neither it
+  -- nor any later entry has expired. Without this bound a pass under a
+  -- backlog chases the tail of a pending list that grows as fast as it
+  -- scans.
+  local cms = tonumber(string.match(cursor, '^(%d+)-'))
+  if cms and cms > now - tonumber(ARGV[4]) then
+    cursor = '0-0'
+  end
   out[1] = cursor
   out[4] = #deleted
   for i = 1, #deleted do

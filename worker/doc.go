@@ -53,9 +53,8 @@
 //
 // What it costs: each queue has its own fetch, and an empty queue's fetch
 // sleeps in Redis on the queue's wake signal until a job arrives, however
-// busy the other queues are (with the list driver it looks again once a
-// minute; with the stream driver, about two commands per PollInterval, 1s
-// by default). With the list and stream drivers each such wait holds one
+// busy the other queues are (with the list and stream drivers it looks
+// again once a minute). With the list and stream drivers each such wait holds one
 // connection of the go-redis client, and so does the pool's wait in each
 // queue's keeper election (unless it is that queue's keeper or heir): an
 // idle pool of N queues holds up to 2×N connections blocked. go-redis's

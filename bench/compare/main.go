@@ -19,7 +19,7 @@ import (
 	"github.com/conveyorq/conveyor/cmd/conveyor/benchkit"
 )
 
-// defaultWorkloads are the ones issue 7 compares.
+// defaultWorkloads are the ones compared by default.
 var defaultWorkloads = []string{"enqueue-loop", "enqueue-parallel", "e2e", "memory"}
 
 func main() {

@@ -1,4 +1,4 @@
-// Command fanout shows Conveyor's pubsub driver (seed 002): several worker
+// Command fanout shows Conveyor's pubsub driver: several worker
 // processes, each subscribed to one queue, and every one of them receives
 // every message published while it is subscribed.
 //

@@ -13,8 +13,8 @@ import (
 )
 
 // frontDoor refuses buy requests over the per-IP and per-user limits before
-// they reach the gate, as seed 001's gateway does (nginx limit_req by IP and
-// by user token, answering 503).
+// they reach the gate, as a gateway in front of a flash sale would (nginx
+// limit_req by IP and by user token, answering 503).
 //
 // The limits are middleware.RateLimit's: one distributed sliding-window
 // limiter in Redis, shared by every process, the same code the consumer

@@ -50,11 +50,11 @@ func New(rdb redis.UniversalClient, prefix string) *Registry {
 	return &Registry{rdb: rdb, prefix: prefix}
 }
 
-// IndexKey is the key of the index SET; EntryKey that of one pool's entry.
-func (r *Registry) IndexKey() string { return r.prefix + ":{workers}:index" }
+// indexKey is the key of the index SET; entryKey that of one pool's entry.
+func (r *Registry) indexKey() string { return r.prefix + ":{workers}:index" }
 
-// EntryKey returns the key of the entry of pool id.
-func (r *Registry) EntryKey(id string) string { return r.prefix + ":{workers}:w:" + id }
+// entryKey returns the key of the entry of pool id.
+func (r *Registry) entryKey(id string) string { return r.prefix + ":{workers}:w:" + id }
 
 // RegisterWorker stores w for ttl: SET ... PX ttl XX, which replaces a live
 // entry; only when there was none (the pool's first beat, or one after its
@@ -70,7 +70,7 @@ func (r *Registry) RegisterWorker(ctx context.Context, w *broker.WorkerInfo, ttl
 	if err != nil {
 		return fmt.Errorf("workers: register %q: %w", w.ID, err)
 	}
-	key := r.EntryKey(w.ID)
+	key := r.entryKey(w.ID)
 	err = r.rdb.SetArgs(ctx, key, b, redis.SetArgs{TTL: ttl, Mode: "XX"}).Err()
 	if errors.Is(err, redis.Nil) {
 		// No entry before: name it in the index, then store it (one
@@ -78,7 +78,7 @@ func (r *Registry) RegisterWorker(ctx context.Context, w *broker.WorkerInfo, ttl
 		// reader removes it); an entry without a name would be renewed,
 		// unseen, by every later SET XX.
 		_, err = r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			p.SAdd(ctx, r.IndexKey(), w.ID)
+			p.SAdd(ctx, r.indexKey(), w.ID)
 			p.Set(ctx, key, b, ttl)
 			return nil
 		})
@@ -95,8 +95,8 @@ func (r *Registry) UnregisterWorker(ctx context.Context, id string) error {
 		return err
 	}
 	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.Del(ctx, r.EntryKey(id))
-		p.SRem(ctx, r.IndexKey(), id)
+		p.Del(ctx, r.entryKey(id))
+		p.SRem(ctx, r.indexKey(), id)
 		return nil
 	})
 	if err != nil {
@@ -111,7 +111,7 @@ func (r *Registry) UnregisterWorker(ctx context.Context, id string) error {
 func (r *Registry) Workers(ctx context.Context) ([]*broker.WorkerInfo, error) {
 	var out []*broker.WorkerInfo
 	seen := map[string]bool{}
-	err := registry.ScanSet(ctx, r.rdb, r.IndexKey(), page, func(ids []string) error {
+	err := registry.ScanSet(ctx, r.rdb, r.indexKey(), page, func(ids []string) error {
 		var fresh []string
 		for _, id := range ids {
 			if !seen[id] {
@@ -153,10 +153,10 @@ return 0`)
 // forget removes the names of entries that ran out from the index.
 func (r *Registry) forget(ctx context.Context, ids []string) error {
 	keys := make([]string, 1, len(ids)+1)
-	keys[0] = r.IndexKey()
+	keys[0] = r.indexKey()
 	args := make([]any, len(ids))
 	for i, id := range ids {
-		keys = append(keys, r.EntryKey(id))
+		keys = append(keys, r.entryKey(id))
 		args[i] = id
 	}
 	if _, err := forgetScript.Run(ctx, r.rdb, keys, args...); err != nil {
@@ -169,7 +169,7 @@ func (r *Registry) forget(ctx context.Context, ids []string) error {
 func (r *Registry) entries(ctx context.Context, ids []string) ([]*broker.WorkerInfo, []string, error) {
 	ks := make([]string, len(ids))
 	for i, id := range ids {
-		ks[i] = r.EntryKey(id)
+		ks[i] = r.entryKey(id)
 	}
 	vs, err := r.rdb.MGet(ctx, ks...).Result()
 	if err != nil {
@@ -197,7 +197,7 @@ func (r *Registry) entries(ctx context.Context, ids []string) ([]*broker.WorkerI
 // the Inspector's, not a pool's, and is not asked for.
 func Needs(prefix string) []redischeck.Need {
 	r := New(nil, prefix)
-	entry, index := r.EntryKey("probe"), r.IndexKey()
+	entry, index := r.entryKey("probe"), r.indexKey()
 	return []redischeck.Need{
 		redischeck.Key(entry, "SET", entry, "v", "PX", "1", "XX"),
 		redischeck.Key(entry, "DEL", entry),

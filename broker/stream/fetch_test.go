@@ -420,9 +420,10 @@ func TestKeptIdleLoad(t *testing.T) {
 	}
 	// One round (its first pass: fetch.lua), then BZPOPMIN until the
 	// deadline: two, as the client's helper takes whole seconds (1s, then
-	// the 0.99s left).
-	if n := hook.n.Load(); n > 3 {
-		t.Fatalf("an idle kept Fetch sent %d commands in 2s, want at most 3", n)
+	// the 0.99s left), and a third of a few milliseconds when the server's
+	// timeout ends the second just before the deadline.
+	if n := hook.n.Load(); n > 4 {
+		t.Fatalf("an idle kept Fetch sent %d commands in 2s, want at most 4", n)
 	}
 }
 

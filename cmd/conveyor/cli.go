@@ -15,6 +15,7 @@ import (
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/keys"
+	"github.com/conveyorq/conveyor/internal/queueprobe"
 )
 
 // target is where an operator command works: the flags every command but
@@ -43,7 +44,7 @@ type invocation struct {
 	// keys say; set by start for a command with a "queue" argument.
 	queue string
 	insp  *conveyor.Inspector
-	probe queueProbe
+	probe queueprobe.Queue
 }
 
 // spec describes an operator command for its parser and its help.
@@ -60,7 +61,7 @@ type spec struct {
 	// flags adds the command's own flags.
 	flags func(fs *flag.FlagSet)
 	// writes says the command stores jobs in the queue's ready structure,
-	// which differs by driver (conn.driverOf); creates that the queue may
+	// which differs by driver (queueprobe.Set.DriverOf); creates that the queue may
 	// be new.
 	writes, creates bool
 }
@@ -176,8 +177,8 @@ func (inv *invocation) usagef(format string, a ...any) error {
 // fail returns err as the command's error: a usage error (printed here)
 // when it asks for a flag, else err itself (exit status 1, printed by run).
 func (inv *invocation) fail(err error) error {
-	if errors.Is(err, errPassDriver) {
-		return inv.usagef("%v", err)
+	if errors.Is(err, queueprobe.ErrDriver) {
+		return inv.usagef("%v: pass -driver list or -driver stream", err)
 	}
 	return err
 }
@@ -196,7 +197,7 @@ func (t *target) flags(fs *flag.FlagSet) {
 }
 
 // defaultGroup is the stream driver's default consumer group.
-const defaultGroup = "conveyor"
+const defaultGroup = queueprobe.DefaultGroup
 
 // echo returns the shared flags that differ from their defaults, as a
 // command line writes them, for a command the output suggests. The Redis

@@ -16,6 +16,7 @@ import (
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/drivertest"
+	"github.com/conveyorq/conveyor/internal/inspecttest"
 	"github.com/conveyorq/conveyor/internal/redistest"
 )
 
@@ -30,6 +31,7 @@ type cliEnv struct {
 	driver string
 	d      broker.Driver
 	client *conveyor.Client
+	*inspecttest.Seeder
 }
 
 // cliRedisURL is the URL of the test Redis (CONVEYOR_TEST_REDIS_URL, or
@@ -60,7 +62,8 @@ func newCLIEnv(t *testing.T, driver string) *cliEnv {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	return &cliEnv{t: t, ctx: ctx, url: url, prefix: prefix, rdb: rdb, driver: driver, d: d, client: c}
+	return &cliEnv{t: t, ctx: ctx, url: url, prefix: prefix, rdb: rdb, driver: driver, d: d, client: c,
+		Seeder: &inspecttest.Seeder{T: t, Ctx: ctx, Client: c, Driver: d}}
 }
 
 // result is one run of the CLI.
@@ -120,63 +123,6 @@ func (e *cliEnv) fails(code int, want string, args ...string) result {
 		e.t.Errorf("conveyor %q: stderr %q lacks %q", args, r.errOut, want)
 	}
 	return r
-}
-
-// enqueue stores a job of kind with id in queue.
-func (e *cliEnv) enqueue(queue, kind, id string, opts *conveyor.EnqueueOptions) {
-	e.t.Helper()
-	var o conveyor.EnqueueOptions
-	if opts != nil {
-		o = *opts
-	}
-	o.Queue, o.ID = queue, id
-	if _, err := e.client.Enqueue(e.ctx, kind, map[string]string{"id": id}, &o); err != nil {
-		e.t.Fatalf("enqueue %s: %v", id, err)
-	}
-}
-
-// fetch leases n jobs of queue to a consumer that never settles them
-// (its leases last 10 minutes) and returns them.
-func (e *cliEnv) fetch(queue string, n int) (broker.Consumer, []*broker.Delivery) {
-	e.t.Helper()
-	c, err := e.d.Open(e.ctx, queue, &broker.ConsumerOptions{VisibilityTimeout: 10 * time.Minute})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() { _ = c.Close(context.Background()) })
-	var ds []*broker.Delivery
-	for len(ds) < n {
-		got, err := c.Fetch(e.ctx, n-len(ds))
-		if err != nil {
-			e.t.Fatalf("fetch: %v", err)
-		}
-		ds = append(ds, got...)
-	}
-	return c, ds
-}
-
-// seed puts jobs of queue "work" in every state: discarded d1 (kind
-// mail, reason "boom 1") and d2 (sms, "boom 2"), in flight f1 and f2,
-// ready r1 (mail), r2 (sms), r3 (mail), delayed t1 and t2 (due in 1h and
-// 2h), in that order.
-func (e *cliEnv) seed() {
-	e.t.Helper()
-	e.enqueue("work", "mail", "d1", nil)
-	e.enqueue("work", "sms", "d2", nil)
-	c, ds := e.fetch("work", 2)
-	for _, d := range ds {
-		if err := c.Discard(e.ctx, d, "boom "+strings.TrimPrefix(d.ID, "d")); err != nil {
-			e.t.Fatal(err)
-		}
-	}
-	e.enqueue("work", "mail", "f1", nil)
-	e.enqueue("work", "mail", "f2", nil)
-	e.fetch("work", 2)
-	e.enqueue("work", "mail", "r1", nil)
-	e.enqueue("work", "sms", "r2", nil)
-	e.enqueue("work", "mail", "r3", nil)
-	e.enqueue("work", "mail", "t1", &conveyor.EnqueueOptions{Delay: time.Hour})
-	e.enqueue("work", "mail", "t2", &conveyor.EnqueueOptions{Delay: 2 * time.Hour})
 }
 
 // sizes reads queue's figures straight from the Inspector.

@@ -54,7 +54,7 @@ func runCron(ctx context.Context, args []string, std stdio) error {
 	}
 	defer inv.close()
 	queue, names, insp := inv.queue, inv.args[2:], inv.insp
-	timers := inv.c.drivers[inv.probe.driver].(broker.Timers)
+	timers := inv.c.Driver(inv.probe.Driver).(broker.Timers)
 	out := make([]seriesOut, len(names))
 	for k, n := range names {
 		out[k].Name = n

@@ -13,7 +13,7 @@ import (
 // ran, and one Redis has no record of.
 func TestCronLs(t *testing.T) {
 	eachDriver(t, func(t *testing.T, e *cliEnv) {
-		e.enqueue("work", "mail", "r1", nil)
+		e.Enqueue("work", "mail", "r1", nil)
 		timers := e.d.(broker.Timers)
 		fire := func(series string, at time.Time) {
 			t.Helper()

@@ -110,7 +110,7 @@ func runEnqueue(ctx context.Context, args []string, std stdio) error {
 		}
 	}
 	p := inv.probe
-	client, err := conveyor.NewClient(inv.c.drivers[p.driver], &conveyor.ClientConfig{DefaultQueue: queue})
+	client, err := conveyor.NewClient(inv.c.Driver(p.Driver), &conveyor.ClientConfig{DefaultQueue: queue})
 	if err != nil {
 		return err
 	}
@@ -131,5 +131,5 @@ func runEnqueue(ctx context.Context, args []string, std stdio) error {
 		Kind   string    `json:"kind"`
 		Driver string    `json:"driver"`
 		RunAt  time.Time `json:"run_at,omitzero"`
-	}{m.ID, m.Queue, m.Kind, p.driver, m.RunAt.UTC()}, "Enqueued job %s (%s) to queue %q%s.", m.ID, kind, queue, due)
+	}{m.ID, m.Queue, m.Kind, p.Driver, m.RunAt.UTC()}, "Enqueued job %s (%s) to queue %q%s.", m.ID, kind, queue, due)
 }

@@ -10,7 +10,7 @@ import (
 // job, and refuses bad input.
 func TestEnqueue(t *testing.T) {
 	eachDriver(t, func(t *testing.T, e *cliEnv) {
-		e.enqueue("work", "mail", "first", nil) // the queue's keys now say its driver
+		e.Enqueue("work", "mail", "first", nil) // the queue's keys now say its driver
 		var m struct {
 			ID, Queue, Kind, Driver string
 			RunAt                   time.Time `json:"run_at"`

@@ -18,7 +18,7 @@ func jobIDs(js []jobOut) []string {
 // TestJobs lists each state as a table and as JSON, in pages.
 func TestJobs(t *testing.T) {
 	eachDriver(t, func(t *testing.T, e *cliEnv) {
-		e.seed()
+		e.Seed()
 		for _, c := range []struct {
 			state  string
 			column string
@@ -52,7 +52,7 @@ func TestJobs(t *testing.T) {
 			}
 		}
 		r := e.ok("jobs", "work", "-state", "discarded")
-		if f := fields(r.out, "d2"); len(f) < 5 || f[1] != "sms" || f[2] != "0" || strings.Join(f[len(f)-2:], " ") != "boom 2" {
+		if f := fields(r.out, "d2"); len(f) < 5 || f[1] != "sms" || f[2] != "0" || strings.Join(f[len(f)-2:], " ") != "boom d2" {
 			t.Errorf("discarded row of d2 = %q, want its kind, attempt, when and reason:\n%s", f, r.out)
 		}
 
@@ -92,7 +92,7 @@ func TestJobs(t *testing.T) {
 // there.
 func TestJob(t *testing.T) {
 	eachDriver(t, func(t *testing.T, e *cliEnv) {
-		e.seed()
+		e.Seed()
 		for id, state := range map[string]string{"r2": "ready", "f1": "in-flight", "t1": "delayed", "d1": "discarded"} {
 			var j jobOut
 			e.json(&j, "job", "work", id)
@@ -107,7 +107,7 @@ func TestJob(t *testing.T) {
 		}
 		var j jobOut
 		e.json(&j, "job", "work", "d1")
-		if j.Reason != "boom 1" || j.DiscardedAt.IsZero() {
+		if j.Reason != "boom d1" || j.DiscardedAt.IsZero() {
 			t.Errorf("discarded job: reason %q at %v", j.Reason, j.DiscardedAt)
 		}
 		e.json(&j, "job", "work", "t2")

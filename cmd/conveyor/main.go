@@ -1,7 +1,8 @@
 // Command conveyor is Conveyor's command line: it shows and repairs the
 // queues of the durable drivers on a Redis (queues, stats, jobs, job,
-// redrive, purge, cancel, enqueue, pause, resume, workers, cron ls) and
-// measures Conveyor on a Redis server (bench). Install it with
+// redrive, purge, cancel, enqueue, pause, resume, workers, cron ls), serves
+// the web dashboard (dash) and measures Conveyor on a Redis server
+// (bench). Install it with
 //
 //	go install github.com/conveyorq/conveyor/cmd/conveyor@latest
 //
@@ -54,6 +55,7 @@ var commands = []command{
 	{name: "resume", summary: "let workers fetch from a paused queue again", run: runResume},
 	{name: "workers", summary: "list the live worker pools and what they run", run: runWorkers},
 	{name: "cron", summary: "show cron series: last fire and the fire stored ahead (cron ls)", run: runCron},
+	{name: "dash", summary: "serve the web dashboard over HTTP, behind credentials", run: runDash},
 	{name: "bench", summary: "measure throughput, latency, delay lateness, memory and idle load on a Redis", run: func(ctx context.Context, args []string, std stdio) error {
 		return runBench(ctx, args, std.out, std.err)
 	}},

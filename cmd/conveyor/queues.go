@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/conveyorq/conveyor"
+	"github.com/conveyorq/conveyor/internal/queueprobe"
 )
 
 var queuesSpec = spec{
@@ -35,12 +36,12 @@ type queueOut struct {
 	Failed    int64  `json:"failed"`
 }
 
-func newQueueOut(p queueProbe, s *conveyor.QueueSizes) queueOut {
-	driver := p.driver
+func newQueueOut(p queueprobe.Queue, s *conveyor.QueueSizes) queueOut {
+	driver := p.Driver
 	if driver == "" {
 		driver = "unknown"
 	}
-	return queueOut{Queue: s.Queue, Driver: driver, Paused: p.paused, Ready: s.Ready, InFlight: s.InFlight,
+	return queueOut{Queue: s.Queue, Driver: driver, Paused: p.Paused, Ready: s.Ready, InFlight: s.InFlight,
 		Delayed: s.Delayed, Discarded: s.Discarded, Processed: s.Processed, Failed: s.Failed}
 }
 
@@ -50,38 +51,13 @@ func runQueues(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	defer inv.close()
-	c := inv.c
-	names, err := c.insps["list"].Queues(ctx) // the registry both drivers share
-	if err != nil {
-		return err
-	}
-	probes, err := c.probe(ctx, names...)
+	figs, err := inv.c.Overview(ctx)
 	if err != nil {
 		return inv.fail(err)
 	}
-	// Each driver reads its own queues; a queue whose keys do not say is
-	// read alike by both.
-	byDriver := map[string][]int{}
-	for k, p := range probes {
-		d, err := c.driverOf(p, false)
-		if err != nil {
-			return inv.fail(err)
-		}
-		byDriver[d] = append(byDriver[d], k)
-	}
-	out := make([]queueOut, len(names))
-	for d, idx := range byDriver {
-		qs := make([]string, len(idx))
-		for k, i := range idx {
-			qs[k] = names[i]
-		}
-		sizes, err := c.insps[d].QueueSizes(ctx, qs...)
-		if err != nil {
-			return err
-		}
-		for k, i := range idx {
-			out[i] = newQueueOut(probes[i], sizes[k])
-		}
+	out := make([]queueOut, len(figs))
+	for k, f := range figs {
+		out[k] = newQueueOut(f.Queue, f.QueueSizes)
 	}
 	if inv.t.json {
 		return writeJSON(std.out, struct {

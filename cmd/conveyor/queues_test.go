@@ -13,8 +13,8 @@ import (
 // timers, as a table and as JSON, and shows a pause and a resume.
 func TestQueues(t *testing.T) {
 	eachDriver(t, func(t *testing.T, e *cliEnv) {
-		e.seed()
-		e.enqueue("later", "mail", "x1", &conveyor.EnqueueOptions{Delay: time.Hour})
+		e.Seed()
+		e.Enqueue("later", "mail", "x1", &conveyor.EnqueueOptions{Delay: time.Hour})
 		r := e.ok("queues")
 		for _, col := range []string{"QUEUE", "DRIVER", "READY", "IN FLIGHT", "DELAYED", "DISCARDED", "PAUSED", "PROCESSED", "FAILED"} {
 			if !strings.Contains(r.out, col) {
@@ -78,7 +78,7 @@ func TestQueuesEmpty(t *testing.T) {
 // queue.
 func TestStats(t *testing.T) {
 	eachDriver(t, func(t *testing.T, e *cliEnv) {
-		e.seed()
+		e.Seed()
 		r := e.ok("stats", "work")
 		for _, line := range [][]string{
 			{"Queue:", "work"}, {"Driver:", e.driver}, {"Paused:", "no"}, {"Ready:", "3"}, {"In", "flight:", "2"},
@@ -86,7 +86,7 @@ func TestStats(t *testing.T) {
 		} {
 			wantFields(t, r.out, line...)
 		}
-		for _, want := range []string{"Next ready:", "r1 (mail)", "Next timer:", "t1 (mail), due in 1h", "Last discarded:", "d2 (sms)", ": boom 2", "Oldest in flight:", "f1 (mail)"} {
+		for _, want := range []string{"Next ready:", "r1 (mail)", "Next timer:", "t1 (mail), due in 1h", "Last discarded:", "d2 (sms)", ": boom d2", "Oldest in flight:", "f1 (mail)"} {
 			if !strings.Contains(r.out, want) {
 				t.Errorf("stats lacks %q:\n%s", want, r.out)
 			}
@@ -111,7 +111,7 @@ func TestStats(t *testing.T) {
 				t.Errorf("stats -json %s = %+v, want %s in state %s", name, c.j, c.id, c.state)
 			}
 		}
-		if s.LastDiscarded != nil && s.LastDiscarded.Reason != "boom 2" {
+		if s.LastDiscarded != nil && s.LastDiscarded.Reason != "boom d2" {
 			t.Errorf("last discard reason %q", s.LastDiscarded.Reason)
 		}
 		e.fails(1, `queue "nosuch" not found under prefix`, "stats", "nosuch")
@@ -125,7 +125,7 @@ func TestStats(t *testing.T) {
 // TestDriverFlag: -driver is checked against what a queue's keys say.
 func TestDriverFlag(t *testing.T) {
 	eachDriver(t, func(t *testing.T, e *cliEnv) {
-		e.enqueue("work", "mail", "r1", nil)
+		e.Enqueue("work", "mail", "r1", nil)
 		other := map[string]string{"list": "stream", "stream": "list"}[e.driver]
 		e.fails(2, "is a "+e.driver+" queue", "stats", "work", "-driver", other)
 		var s statsOut
@@ -148,7 +148,7 @@ func TestQueuesMixedDrivers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.enqueue("l", "k", "l1", nil)
+	e.Enqueue("l", "k", "l1", nil)
 	for _, id := range []string{"s1", "s2"} {
 		if _, err := sc.Enqueue(e.ctx, "k", nil, &conveyor.EnqueueOptions{ID: id}); err != nil {
 			t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 // without -yes when stdin is not a terminal.
 func TestRedrive(t *testing.T) {
 	eachDriver(t, func(t *testing.T, e *cliEnv) {
-		e.seed()
+		e.Seed()
 		r := e.fails(2, "pass -yes", "redrive", "work")
 		if !strings.Contains(r.errOut, "stdin is not a terminal") {
 			t.Errorf("refusal does not say why: %q", r.errOut)
@@ -56,7 +56,7 @@ func TestRedrive(t *testing.T) {
 // thousand with plain progress lines (stderr is no terminal), up to -max.
 func TestPurge(t *testing.T) {
 	eachDriver(t, func(t *testing.T, e *cliEnv) {
-		e.seed()
+		e.Seed()
 		e.fails(2, "pass -yes", "purge", "work", "-state", "delayed")
 		if s := e.sizes("work"); s.Delayed != 2 {
 			t.Fatalf("a refused purge deleted timers: %d left", s.Delayed)
@@ -112,7 +112,7 @@ func TestPurge(t *testing.T) {
 // -yes and for a timer that is not pending.
 func TestCancel(t *testing.T) {
 	eachDriver(t, func(t *testing.T, e *cliEnv) {
-		e.seed()
+		e.Seed()
 		e.fails(2, "pass -yes", "cancel", "work", "t1")
 		var j jobOut
 		e.json(&j, "job", "work", "t1")

@@ -33,7 +33,7 @@ func runWorkers(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	defer inv.close()
-	ws, err := inv.c.insps["list"].Workers(ctx) // the registry both drivers share
+	ws, err := inv.c.Shared().Workers(ctx) // the registry both drivers share
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,131 @@
+package dashboard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/conveyorq/conveyor"
+	"github.com/conveyorq/conveyor/broker"
+)
+
+// action is a change a form POSTs.
+type action struct {
+	// write says it stores jobs in the queue's ready structure, which
+	// differs by driver (queueprobe.Set.DriverOf).
+	write bool
+	// run does it on queue with the form's values and returns how many
+	// jobs it handled and the state whose page the browser goes to next.
+	run func(ctx context.Context, insp *conveyor.Inspector, queue string, form url.Values) (int, conveyor.JobState, error)
+}
+
+// actions are the changes, by path.
+var actions = map[string]action{
+	"redrive": {write: true, run: func(ctx context.Context, insp *conveyor.Inspector, queue string, form url.Values) (int, conveyor.JobState, error) {
+		max, err := intParam(form, "max", 0, 0, 1<<30)
+		if err != nil {
+			return 0, 0, err
+		}
+		f := broker.DiscardFilter{ID: strings.TrimSpace(form.Get("id")), Kind: strings.TrimSpace(form.Get("kind"))}
+		n, err := insp.Redrive(ctx, queue, f, max)
+		return n, conveyor.JobDiscarded, err
+	}},
+	"purge": {run: func(ctx context.Context, insp *conveyor.Inspector, queue string, form url.Values) (int, conveyor.JobState, error) {
+		state, err := broker.ParseJobState(strings.ReplaceAll(form.Get("state"), "-", "_"))
+		switch {
+		case err != nil:
+			return 0, 0, badRequest(fmt.Sprintf("state %q: want ready, delayed or discarded", form.Get("state")))
+		case state == conveyor.JobInFlight:
+			return 0, 0, badRequest("in-flight jobs cannot be purged: workers hold them under leases")
+		case form.Get("confirm") != "yes":
+			return 0, 0, badRequest("tick the box to confirm the purge: purged jobs cannot be brought back")
+		}
+		max, err := intParam(form, "max", 0, 0, 1<<30)
+		if err != nil {
+			return 0, 0, err
+		}
+		n, err := insp.Purge(ctx, queue, state, max)
+		return n, state, err
+	}},
+	"cancel": {run: func(ctx context.Context, insp *conveyor.Inspector, queue string, form url.Values) (int, conveyor.JobState, error) {
+		id := form.Get("id")
+		if id == "" {
+			return 0, 0, badRequest("no timer ID given")
+		}
+		pending, err := insp.Cancel(ctx, queue, id)
+		if err == nil && !pending {
+			err = fmt.Errorf("timer %q %w in queue %q: it fired or was cancelled before this cancel", id, errNotFound, queue)
+		}
+		return 1, conveyor.JobDelayed, err
+	}},
+	"pause": {run: func(ctx context.Context, insp *conveyor.Inspector, queue string, _ url.Values) (int, conveyor.JobState, error) {
+		return 0, conveyor.JobReady, insp.Pause(ctx, queue)
+	}},
+	"resume": {run: func(ctx context.Context, insp *conveyor.Inspector, queue string, _ url.Values) (int, conveyor.JobState, error) {
+		return 0, conveyor.JobReady, insp.Resume(ctx, queue)
+	}},
+}
+
+// maxForm caps the body of an action's POST: its form is a few short
+// fields.
+const maxForm = 64 << 10
+
+// act runs the action a form POSTed to path, after the checks every
+// change passes: POST, not read-only, same origin, CSRF token. It answers
+// with a redirect to the queue's page (303: the browser GETs it), which
+// says what was done.
+func (h *Handler) act(w http.ResponseWriter, r *http.Request, a action) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		h.fail(w, r, http.StatusMethodNotAllowed, errors.New("actions are POSTed from the dashboard's forms"))
+		return
+	}
+	if h.readOnly {
+		h.fail(w, r, http.StatusForbidden, errors.New("this dashboard is read-only"))
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	if why := h.csrf.check(r); why != "" {
+		h.fail(w, r, http.StatusForbidden, errors.New(why))
+		return
+	}
+	queue := r.PostFormValue("q")
+	insp, probe, err := h.openQueue(r, queue, a.write)
+	if err != nil {
+		h.fail(w, r, statusOf(err), err)
+		return
+	}
+	n, state, err := a.run(r.Context(), insp, probe.Name, r.PostForm)
+	if err != nil {
+		h.fail(w, r, statusOf(err), err)
+		return
+	}
+	done := strings.TrimPrefix(r.URL.Path, "/")
+	// A relative Location, set by hand: http.Redirect would resolve it
+	// against the path below the mount point and leave the mount.
+	w.Header().Set("Location", link("queue", "q", probe.Name, "state", stateName(state), "done", done, "n", n))
+	w.WriteHeader(http.StatusSeeOther)
+}
+
+// actionDone says what the action named in q's "done" did, in fixed
+// wording: only the count comes from the query.
+func actionDone(q url.Values) string {
+	n, _ := strconv.Atoi(q.Get("n"))
+	switch q.Get("done") {
+	case "redrive":
+		return fmt.Sprintf("Re-drove %d jobs: they run again at once.", n)
+	case "purge":
+		return fmt.Sprintf("Purged %d jobs.", n)
+	case "cancel":
+		return "Cancelled the timer."
+	case "pause":
+		return "Paused the queue: workers stop fetching from it within half a second; running jobs finish."
+	case "resume":
+		return "Resumed the queue."
+	}
+	return ""
+}

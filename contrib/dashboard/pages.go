@@ -1,0 +1,241 @@
+package dashboard
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/conveyorq/conveyor"
+	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/queueprobe"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// parsePages parses each page's template with the layout.
+func parsePages() (map[string]*template.Template, error) {
+	funcs := template.FuncMap{
+		"since":     since,
+		"stateName": stateName,
+		"link":      link,
+		"states":    func() []conveyor.JobState { return states },
+		"pauseForm": func(csrf, queue string, paused bool) any {
+			return struct {
+				CSRF, Queue string
+				Paused      bool
+			}{csrf, queue, paused}
+		},
+	}
+	pages := map[string]*template.Template{}
+	for _, name := range []string{"overview", "queue", "job", "workers", "error"} {
+		t, err := template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, err
+		}
+		pages[name] = t
+	}
+	return pages, nil
+}
+
+// serveStatic serves the embedded stylesheet, the one static file.
+func serveStatic(w http.ResponseWriter, r *http.Request) error {
+	sub, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Cache-Control", "max-age=3600")
+	http.ServeFileFS(w, r, sub, "style.css")
+	return nil
+}
+
+// states are the states a queue's page lists, in tab order.
+var states = []conveyor.JobState{conveyor.JobReady, conveyor.JobInFlight, conveyor.JobDelayed, conveyor.JobDiscarded}
+
+// stateName is how the dashboard writes a state, as the CLI's -state
+// takes it: "in-flight" rather than the Inspector's "in_flight".
+func stateName(s conveyor.JobState) string { return strings.ReplaceAll(s.String(), "_", "-") }
+
+// link builds a relative link to page with the query pairs given, name
+// then value.
+func link(page string, pairs ...any) string {
+	q := url.Values{}
+	for k := 0; k+1 < len(pairs); k += 2 {
+		q.Set(fmt.Sprint(pairs[k]), fmt.Sprint(pairs[k+1]))
+	}
+	if len(q) == 0 {
+		return page
+	}
+	return page + "?" + q.Encode()
+}
+
+// since writes t in UTC, to the second, with how far it is from now.
+func since(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := time.Since(t).Round(time.Second)
+	rel := "now"
+	switch {
+	case d > 0:
+		rel = d.String() + " ago"
+	case d < 0:
+		rel = "in " + (-d).String()
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z") + " (" + rel + ")"
+}
+
+// overview is the queues page: every queue's figures.
+func (h *Handler) overview(w http.ResponseWriter, r *http.Request) error {
+	qs, err := h.set.Overview(r.Context())
+	if err != nil {
+		return err
+	}
+	return h.render(w, r, "overview", "Queues", struct {
+		Prefix string
+		Queues []queueprobe.Figures
+	}{h.set.Prefix(), qs})
+}
+
+// pageSize is the jobs a queue's page lists by default; maxPageSize caps
+// ?limit.
+const pageSize, maxPageSize = 50, 500
+
+// queue is one queue's page: its figures and a page of its jobs in one
+// state.
+func (h *Handler) queue(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	q := r.URL.Query()
+	insp, probe, err := h.openQueue(r, q.Get("q"), false)
+	if err != nil {
+		return err
+	}
+	state := conveyor.JobReady
+	if s := q.Get("state"); s != "" {
+		if state, err = broker.ParseJobState(strings.ReplaceAll(s, "-", "_")); err != nil {
+			return badRequest(fmt.Sprintf("state %q: want ready, in-flight, delayed or discarded", s))
+		}
+	}
+	offset, err := intParam(q, "offset", 0, 0, 1<<30)
+	if err != nil {
+		return err
+	}
+	limit, err := intParam(q, "limit", pageSize, 1, maxPageSize)
+	if err != nil {
+		return err
+	}
+	sizes, err := insp.Queue(ctx, probe.Name)
+	if err != nil {
+		return err
+	}
+	page, err := insp.Jobs(ctx, probe.Name, state, &conveyor.ListOptions{Offset: offset, Limit: limit})
+	if err != nil {
+		return err
+	}
+	data := struct {
+		Queue     queueprobe.Figures
+		State     conveyor.JobState
+		Counts    map[conveyor.JobState]int64
+		Page      *conveyor.JobPage
+		First     int
+		Last      int
+		Prev      int
+		HasPrev   bool
+		Next      int
+		HasNext   bool
+		Purgeable bool
+	}{
+		Queue: queueprobe.Figures{Queue: probe, QueueSizes: sizes}, State: state, Page: page,
+		Counts: map[conveyor.JobState]int64{conveyor.JobReady: sizes.Ready, conveyor.JobInFlight: sizes.InFlight,
+			conveyor.JobDelayed: sizes.Delayed, conveyor.JobDiscarded: sizes.Discarded},
+		First: offset + 1, Last: offset + len(page.Jobs), Prev: max(0, offset-limit), HasPrev: offset > 0,
+		Purgeable: state != conveyor.JobInFlight,
+	}
+	data.Next, data.HasNext = page.Next()
+	return h.render(w, r, "queue", "Queue "+probe.Name, data)
+}
+
+// job is one job's page, found by ID in every state or in ?state only.
+func (h *Handler) job(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	insp, probe, err := h.openQueue(r, q.Get("q"), false)
+	if err != nil {
+		return err
+	}
+	id := strings.TrimSpace(q.Get("id"))
+	if id == "" {
+		return badRequest("no job ID given")
+	}
+	var only []conveyor.JobState
+	if s := q.Get("state"); s != "" {
+		st, err := broker.ParseJobState(strings.ReplaceAll(s, "-", "_"))
+		if err != nil {
+			return badRequest(fmt.Sprintf("state %q: want ready, in-flight, delayed or discarded", s))
+		}
+		only = append(only, st)
+	}
+	j, err := insp.Job(r.Context(), probe.Name, id, only...)
+	if errors.Is(err, conveyor.ErrJobNotFound) {
+		return fmt.Errorf("job %q %w in queue %q: it may have run and been acked already", id, errNotFound, probe.Name)
+	}
+	if err != nil {
+		return err
+	}
+	headers := make([]string, 0, len(j.Headers))
+	for k := range j.Headers {
+		headers = append(headers, k)
+	}
+	slices.Sort(headers)
+	stored := j.Payload
+	if j.Raw != nil {
+		stored = j.Raw
+	}
+	return h.render(w, r, "job", "Job "+j.ID, struct {
+		Job         *conveyor.JobInfo
+		HeaderNames []string
+		Payload     shownPayload
+	}{j, headers, showPayload(stored)})
+}
+
+// workers is the page of the live worker pools and their running jobs.
+func (h *Handler) workers(w http.ResponseWriter, r *http.Request) error {
+	ws, err := h.set.Shared().Workers(r.Context())
+	if err != nil {
+		return err
+	}
+	return h.render(w, r, "workers", "Workers", ws)
+}
+
+// openQueue validates the queue name and finds its driver; write as in
+// queueprobe.Set.DriverOf.
+func (h *Handler) openQueue(r *http.Request, name string, write bool) (*conveyor.Inspector, queueprobe.Queue, error) {
+	if err := broker.ValidateQueue(name); err != nil {
+		return nil, queueprobe.Queue{}, badRequest(fmt.Sprintf("queue %q: %v", name, err))
+	}
+	return h.set.Open(r.Context(), name, write, false)
+}
+
+// intParam reads the integer parameter name of q, def when absent,
+// refusing one outside [lo, hi].
+func intParam(q url.Values, name string, def, lo, hi int) (int, error) {
+	s := q.Get(name)
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < lo || n > hi {
+		return 0, badRequest(fmt.Sprintf("%s %q: want a number from %d to %d", name, s, lo, hi))
+	}
+	return n, nil
+}

@@ -1,0 +1,210 @@
+package conveyortest
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/conveyorq/conveyor/broker"
+)
+
+// Open starts consuming queue.
+func (d *Driver) Open(ctx context.Context, queue string, opts *broker.ConsumerOptions) (broker.Consumer, error) {
+	if err := broker.ValidateQueue(queue); err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	d.queue(queue)
+	d.mu.Unlock()
+	c := &consumer{d: d, queue: queue, vt: opts.VisibilityTimeoutOrDefault(), closed: make(chan struct{})}
+	if opts != nil {
+		c.idle = opts.Idle
+	}
+	return c, nil
+}
+
+// consumer fetches and settles the messages of one queue.
+type consumer struct {
+	d      *Driver
+	queue  string
+	vt     time.Duration
+	idle   func() // ConsumerOptions.Idle, or nil
+	once   sync.Once
+	closed chan struct{}
+}
+
+// Fetch returns between 1 and max ready messages under a lease, waiting
+// while there are none.
+func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, error) {
+	for {
+		select {
+		case <-c.closed:
+			return nil, broker.ErrClosed
+		default:
+		}
+		out, next, wake := c.lease(max, "")
+		if len(out) > 0 {
+			return out, nil
+		}
+		if c.idle != nil {
+			c.idle()
+		}
+		if err := c.wait(ctx, next, wake); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// lease leases up to max ready messages (only the one with ID id when id
+// is set) and returns them, with the next lease deadline of the queue and
+// the channel that closes on its next change, for a caller that must wait.
+func (c *consumer) lease(max int, id string) (out []*broker.Delivery, next time.Time, wake <-chan struct{}) {
+	d := c.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	q := d.queue(c.queue)
+	now := d.Now()
+	d.sweep(q, now)
+	for i := 0; len(out) < max && i < len(q.ready); {
+		e := q.ready[i]
+		if id != "" && e.msg.ID != id {
+			i++
+			continue
+		}
+		// A message on its last chance is leased alone.
+		last := broker.IsLastChance(e.msg.Recoveries, broker.DefaultMaxRecoveries)
+		if last && len(out) > 0 {
+			break
+		}
+		q.ready = append(q.ready[:i], q.ready[i+1:]...)
+		d.tokens++
+		e.token = strconv.FormatInt(d.tokens, 10)
+		e.deadline = now.Add(c.vt)
+		q.inflight[e.receipt] = e
+		out = append(out, &broker.Delivery{Message: e.msg, Receipt: e.receipt, Token: e.token, LeaseDeadline: e.deadline, LastChance: last})
+		if last || id != "" {
+			break
+		}
+	}
+	return out, q.nextDeadline(), q.wake
+}
+
+// wait blocks until the queue changes, the lease deadline next passes, or
+// the fetch must end. On a fake clock only Advance brings next: it wakes
+// every queue.
+func (c *consumer) wait(ctx context.Context, next time.Time, wake <-chan struct{}) error {
+	var due <-chan time.Time
+	if !next.IsZero() && !c.d.clock.fake() {
+		t := time.NewTimer(time.Until(next))
+		defer t.Stop()
+		due = t.C
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.closed:
+		return broker.ErrClosed
+	case <-wake:
+	case <-due:
+	}
+	return nil
+}
+
+// settle checks each delivery's lease and applies f to the live ones.
+func (c *consumer) settle(ds []*broker.Delivery, f func(q *queue, e *entry, dl *broker.Delivery, now time.Time)) error {
+	d := c.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	q := d.queue(c.queue)
+	now := d.Now()
+	d.sweep(q, now)
+	var errs []error
+	for _, dl := range ds {
+		e := q.inflight[dl.Receipt]
+		if e == nil || e.token != dl.Token {
+			errs = append(errs, &broker.DeliveryError{Delivery: dl, Err: broker.ErrLeaseLost})
+			continue
+		}
+		f(q, e, dl, now)
+	}
+	q.notify()
+	return errors.Join(errs...)
+}
+
+// Ack settles deliveries as done.
+func (c *consumer) Ack(ctx context.Context, ds ...*broker.Delivery) error {
+	return c.settle(ds, func(q *queue, e *entry, _ *broker.Delivery, _ time.Time) {
+		delete(q.inflight, e.receipt)
+		q.processed++
+	})
+}
+
+// Retry hands dl back to run again at at, counting a failed attempt.
+func (c *consumer) Retry(ctx context.Context, dl *broker.Delivery, at time.Time) error {
+	return c.requeue(dl, at, true)
+}
+
+// Postpone hands dl back to run again at at without counting an attempt.
+func (c *consumer) Postpone(ctx context.Context, dl *broker.Delivery, at time.Time) error {
+	return c.requeue(dl, at, false)
+}
+
+// requeue hands dl back at at: a timer when at is ahead of the clock
+// (under the message's ID, or id#r<n> while a timer holds the ID), else
+// the end of the ready list.
+func (c *consumer) requeue(dl *broker.Delivery, at time.Time, failed bool) error {
+	return c.settle([]*broker.Delivery{dl}, func(q *queue, e *entry, _ *broker.Delivery, now time.Time) {
+		delete(q.inflight, e.receipt)
+		if failed {
+			e.msg.Attempt++
+			q.failed++
+		}
+		if due := dueMs(at); due > now.UnixMilli() {
+			if id := q.freeTimerID(e.msg.ID); id != "" {
+				q.putTimer(id, e, due)
+				return
+			}
+		}
+		q.ready = append(q.ready, e)
+	})
+}
+
+// Release hands deliveries back to the ready list at once.
+func (c *consumer) Release(ctx context.Context, ds ...*broker.Delivery) error {
+	return c.settle(ds, func(q *queue, e *entry, _ *broker.Delivery, _ time.Time) {
+		delete(q.inflight, e.receipt)
+		q.ready = append(q.ready, e)
+	})
+}
+
+// Discard moves dl to the queue's discard queue with reason.
+func (c *consumer) Discard(ctx context.Context, dl *broker.Delivery, reason string) error {
+	var err error
+	lost := c.settle([]*broker.Delivery{dl}, func(q *queue, e *entry, _ *broker.Delivery, now time.Time) {
+		delete(q.inflight, e.receipt)
+		q.failed++
+		err = c.d.discardLocked(e, reason, now)
+	})
+	return errors.Join(lost, err)
+}
+
+// Extend pushes the leases of ds to now + ttl.
+func (c *consumer) Extend(ctx context.Context, ttl time.Duration, ds ...*broker.Delivery) error {
+	return c.settle(ds, func(q *queue, e *entry, dl *broker.Delivery, now time.Time) {
+		e.deadline = now.Add(ttl)
+		dl.LeaseDeadline = e.deadline
+	})
+}
+
+// Close stops the consumer; a blocked Fetch returns broker.ErrClosed.
+// Deliveries it holds keep their leases.
+func (c *consumer) Close(ctx context.Context) error {
+	err := broker.ErrClosed
+	c.once.Do(func() {
+		close(c.closed)
+		err = nil
+	})
+	return err
+}

@@ -1,0 +1,35 @@
+// Package conveyortest helps test code that uses Conveyor without Redis and
+// without sleeping: an in-memory broker.Driver, a fake Clock the test moves,
+// helpers that assert what a code path enqueued, and a Runner that runs jobs
+// through the application's real handlers and middleware inline.
+//
+//	func TestCheckout(t *testing.T) {
+//		ctx := context.Background()
+//		clock := conveyortest.NewClock(time.Time{})
+//		d, _ := conveyortest.New(&conveyortest.Config{Clock: clock})
+//		client, _ := conveyortest.NewClient(d, nil)
+//
+//		checkout(ctx, client, "order-1") // the code under test enqueues
+//
+//		job := conveyortest.RequireEnqueued[Receipt](t, d, "default", "email.receipt")
+//		if job.Args.OrderID != "order-1" {
+//			t.Errorf("receipt for %q", job.Args.OrderID)
+//		}
+//
+//		runner, _ := conveyortest.NewRunner(d, app.Mux(), nil)
+//		results, _ := runner.Drain(ctx, "default") // runs every ready job
+//		clock.Advance(30 * time.Minute)           // timers and retries come due
+//		results, _ = runner.Drain(ctx, "default")
+//	}
+//
+// The Driver passes the conformance suite of broker/brokertest, so code that
+// works on it works on the Redis drivers, with the same promises: leases and
+// fencing, FIFO order, timers by ID with cancel and reschedule, a discard
+// queue with re-drive, the Inspector. A worker.Pool, a conveyor.Client, a
+// conveyor.Inspector and package delay run on it unchanged, for a test of the
+// whole program in one process; with a fake Clock, timers and leases move
+// only when the test calls Advance.
+//
+// Everything lives in the process's memory and goes with it: the Driver is
+// for tests, never for production. docs/testing.md is the guide.
+package conveyortest

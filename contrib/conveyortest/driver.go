@@ -1,0 +1,265 @@
+package conveyortest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/conveyorq/conveyor/broker"
+)
+
+// Config configures a Driver. The zero value is valid.
+type Config struct {
+	// Clock is the clock the driver judges due times and leases by.
+	// Defaults to the system clock; give it a NewClock to move time by
+	// hand.
+	Clock *Clock
+	// DiscardMax caps the records of each queue's discard queue; the
+	// oldest go first. Defaults to broker.DefaultDiscardMax.
+	DiscardMax int
+	// DiscardMaxAge is how long a discard record is kept. Defaults to
+	// broker.DefaultDiscardMaxAge.
+	DiscardMaxAge time.Duration
+}
+
+// Driver is a broker.Driver that keeps its queues in memory, for tests
+// that need no Redis. It has the list driver's capabilities but Pause and
+// Keep (at-least-once with leases and fencing, FIFO, delayed jobs and
+// timers, Extend, a discard queue) and passes the conformance suite of
+// broker/brokertest. It implements broker.Timers, broker.Discards and
+// broker.Inspector, so a worker.Pool, a conveyor.Client, a
+// conveyor.Inspector, package delay's promoters and cron run on it as they
+// do on Redis.
+//
+// What it does not do: keep anything after the process ends, share queues
+// between processes, elect keepers, pause queues or register workers.
+type Driver struct {
+	clock  *Clock
+	recs   records
+	maxRec int
+	maxAge time.Duration
+
+	mu       sync.Mutex
+	queues   map[string]*queue // every queue enqueued to or opened: the registry
+	tokens   int64
+	receipts int64
+}
+
+var (
+	_ broker.Driver    = (*Driver)(nil)
+	_ broker.Timers    = (*Driver)(nil)
+	_ broker.Discards  = (*Driver)(nil)
+	_ broker.Inspector = (*Driver)(nil)
+)
+
+// New returns an empty in-memory driver.
+func New(cfg *Config) (*Driver, error) {
+	return newDriver(cfg, newMemRecords())
+}
+
+// newDriver returns a driver that keeps its discard records in recs.
+func newDriver(cfg *Config, recs records) (*Driver, error) {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	if cfg.DiscardMax < 0 || cfg.DiscardMaxAge < 0 {
+		return nil, fmt.Errorf("conveyortest: DiscardMax %d, DiscardMaxAge %v: must not be negative", cfg.DiscardMax, cfg.DiscardMaxAge)
+	}
+	d := &Driver{
+		clock:  cfg.Clock,
+		recs:   recs,
+		maxRec: cfg.DiscardMax,
+		maxAge: cfg.DiscardMaxAge,
+		queues: map[string]*queue{},
+	}
+	if d.maxRec == 0 {
+		d.maxRec = broker.DefaultDiscardMax
+	}
+	if d.maxAge == 0 {
+		d.maxAge = broker.DefaultDiscardMaxAge
+	}
+	if d.clock.fake() {
+		d.clock.onMove(d.clockMoved)
+	}
+	return d, nil
+}
+
+// Now returns the time by the driver's clock.
+func (d *Driver) Now() time.Time { return d.clock.Now() }
+
+// Clock returns the driver's clock: nil for the system clock.
+func (d *Driver) Clock() *Clock { return d.clock }
+
+// Capabilities reports what the driver promises.
+func (d *Driver) Capabilities() broker.Capabilities {
+	return broker.Capabilities{AtLeastOnce: true, FIFO: true, Delay: true, Extend: true, Discard: true}
+}
+
+// Check returns nil: there is no server to reach.
+func (d *Driver) Check(ctx context.Context) error { return ctx.Err() }
+
+// queue is the state of one queue.
+type queue struct {
+	ready    []*entry
+	timers   map[string]*entry // timer ID -> entry, due at entry.due
+	inflight map[string]*entry // receipt -> entry
+	wake     chan struct{}     // closed and replaced on every change
+	watchers map[chan struct{}]bool
+	fires    map[string]fire      // cron series -> last fire
+	unique   map[string]time.Time // unique key -> when it is free again
+	// processed and failed count acks, and retries and discards.
+	processed, failed int64
+}
+
+// entry is one stored message.
+type entry struct {
+	msg      broker.Message
+	receipt  string // unique among live entries: two in flight may share an ID
+	token    string
+	deadline time.Time
+	due      int64 // a timer's due time, unix ms rounded up
+}
+
+// fire is a cron series' record of its last fire.
+type fire struct {
+	last    int64 // unix ms
+	expires time.Time
+}
+
+// queue returns the state of name; d.mu is held.
+func (d *Driver) queue(name string) *queue {
+	q := d.queues[name]
+	if q == nil {
+		q = &queue{
+			timers:   map[string]*entry{},
+			inflight: map[string]*entry{},
+			wake:     make(chan struct{}),
+			watchers: map[chan struct{}]bool{},
+			fires:    map[string]fire{},
+			unique:   map[string]time.Time{},
+		}
+		d.queues[name] = q
+	}
+	return q
+}
+
+// notify wakes the fetches waiting on q.
+func (q *queue) notify() {
+	close(q.wake)
+	q.wake = make(chan struct{})
+}
+
+// clockMoved wakes every fetch and timer watcher, so that what the move
+// made due is seen at once.
+func (d *Driver) clockMoved() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, q := range d.queues {
+		q.notify()
+		q.wakeWatchers()
+	}
+}
+
+// newEntry returns an entry holding a copy of m with a fresh receipt;
+// d.mu is held.
+func (d *Driver) newEntry(m *broker.Message) *entry {
+	d.receipts++
+	e := &entry{msg: *m, receipt: "r" + strconv.FormatInt(d.receipts, 10)}
+	e.msg.Payload = slices.Clone(m.Payload)
+	e.msg.Headers = cloneHeaders(m.Headers)
+	e.msg.UniqueKey, e.msg.UniqueTTL = "", 0
+	return e
+}
+
+func cloneHeaders(h map[string]string) map[string]string {
+	if h == nil {
+		return nil
+	}
+	out := make(map[string]string, len(h))
+	for k, v := range h {
+		out[k] = v
+	}
+	return out
+}
+
+// Enqueue stores msgs, each in its queue: ready at once, or as a timer
+// when its RunAt is ahead of the driver's clock. It checks every message
+// before it stores any.
+func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
+	for _, m := range msgs {
+		if m == nil {
+			return &broker.MessageError{Field: "message", Reason: "nil"}
+		}
+		if err := broker.ValidateMessage(m); err != nil {
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.Now()
+	var errs []error
+	for _, m := range msgs {
+		q := d.queue(m.Queue)
+		due := dueMs(m.RunAt)
+		later := due > now.UnixMilli()
+		if later && q.timers[m.ID] != nil {
+			errs = append(errs, &broker.DuplicateError{Queue: m.Queue, ID: m.ID, Message: m})
+			continue
+		}
+		if m.UniqueKey != "" {
+			if free, held := q.unique[m.UniqueKey]; held && now.Before(free) {
+				errs = append(errs, &broker.DuplicateError{Queue: m.Queue, ID: m.ID, Key: m.UniqueKey, Message: m})
+				continue
+			}
+			q.unique[m.UniqueKey] = now.Add(m.UniqueTTL)
+		}
+		e := d.newEntry(m)
+		if later {
+			q.putTimer(m.ID, e, due)
+			continue
+		}
+		q.ready = append(q.ready, e)
+		q.notify()
+	}
+	return errors.Join(errs...)
+}
+
+// sweep hands expired leases back to the ready list, oldest deadline
+// first, and discards as poison the messages whose leases expired
+// broker.DefaultMaxRecoveries times; d.mu is held.
+func (d *Driver) sweep(q *queue, now time.Time) {
+	var expired []*entry
+	for r, e := range q.inflight {
+		if now.Before(e.deadline) {
+			continue
+		}
+		delete(q.inflight, r)
+		e.msg.Recoveries++
+		if e.msg.Recoveries >= broker.DefaultMaxRecoveries {
+			reason := fmt.Sprintf("%s: lease expired %d times", broker.PoisonReason, e.msg.Recoveries)
+			d.discardLocked(e, reason, now)
+			continue
+		}
+		expired = append(expired, e)
+	}
+	slices.SortFunc(expired, func(a, b *entry) int { return a.deadline.Compare(b.deadline) })
+	q.ready = append(q.ready, expired...)
+}
+
+// nextDeadline returns the earliest lease deadline of q, or zero.
+func (q *queue) nextDeadline() time.Time {
+	var t time.Time
+	for _, e := range q.inflight {
+		if t.IsZero() || e.deadline.Before(t) {
+			t = e.deadline
+		}
+	}
+	return t
+}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +15,7 @@ import (
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/groupcommit"
+	"github.com/conveyorq/conveyor/internal/runjob"
 	"github.com/conveyorq/conveyor/internal/workers"
 	"github.com/conveyorq/conveyor/retry"
 )
@@ -664,7 +664,7 @@ func (p *Pool) run(base context.Context, t *task) {
 		t.abandonAt = start.Add(timeout + p.cfg.VisibilityTimeout)
 	}
 	t.mu.Unlock()
-	err := p.call(ctx, t.job)
+	err := runjob.Call(ctx, p.h, t.job)
 	stop()
 	lost := errors.Is(context.Cause(ctx), broker.ErrLeaseLost)
 	cancel(nil)
@@ -690,7 +690,7 @@ func (p *Pool) run(base context.Context, t *task) {
 				err = t.releaseErr
 				t.mu.Unlock()
 			}
-			s = settled(conveyor.Settlement{Outcome: conveyor.OutcomeReleased}, err)
+			s = runjob.Settled(conveyor.Settlement{Outcome: conveyor.OutcomeReleased}, err)
 		}
 		p.finish(t, s)
 	case lost:
@@ -743,7 +743,7 @@ func (p *Pool) acker(stop <-chan struct{}) {
 		}
 		p.mu.Unlock()
 		for i, t := range batch {
-			conveyor.FinishJob(t.job, settled(conveyor.Settlement{Outcome: conveyor.OutcomeAcked}, errs[i]))
+			conveyor.FinishJob(t.job, runjob.Settled(conveyor.Settlement{Outcome: conveyor.OutcomeAcked}, errs[i]))
 			p.wg.Done()
 			p.acking.Done()
 		}
@@ -791,18 +791,6 @@ func (p *Pool) ackWithRetries(ds []*broker.Delivery) []error {
 		p.log.Info("ack failed; trying again", "jobs", len(again), "error", lastErr, "in", ackRetryDelays[try])
 		time.Sleep(ackRetryDelays[try])
 		ds, idx = again, againIdx
-	}
-}
-
-// settled returns s, or the outcome of a settle that failed with err.
-func settled(s conveyor.Settlement, err error) conveyor.Settlement {
-	switch {
-	case err == nil:
-		return s
-	case errors.Is(err, broker.ErrLeaseLost):
-		return conveyor.Settlement{Outcome: conveyor.OutcomeLeaseLost, Err: err}
-	default:
-		return conveyor.Settlement{Outcome: conveyor.OutcomeUnsettled, Err: err}
 	}
 }
 
@@ -864,17 +852,6 @@ func (p *Pool) waitSuspects(ctx context.Context) bool {
 	}
 }
 
-// call runs the handler, turning a panic into an error with its stack so one
-// bad job cannot take the pool down.
-func (p *Pool) call(ctx context.Context, job *conveyor.Job) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("conveyor: handler panicked: %v\n%s", r, debug.Stack())
-		}
-	}()
-	return p.h.ProcessJob(ctx, job)
-}
-
 // settle applies the failure policy to a job its handler left unsettled
 // and returns how the job ended.
 func (p *Pool) settle(t *task, herr error) conveyor.Settlement {
@@ -886,7 +863,7 @@ func (p *Pool) settle(t *task, herr error) conveyor.Settlement {
 		if err != nil {
 			p.log.Warn("ack failed", append(p.jobAttrs(t.d), "error", err)...)
 		}
-		return settled(conveyor.Settlement{Outcome: conveyor.OutcomeAcked}, err)
+		return runjob.Settled(conveyor.Settlement{Outcome: conveyor.OutcomeAcked}, err)
 	}
 	// The rules retry through the delay timers (the slot is free at once)
 	// or discard with the error as the reason.
@@ -902,7 +879,7 @@ func (p *Pool) settle(t *task, herr error) conveyor.Settlement {
 	if job.Settled() {
 		return job.Settlement()
 	}
-	return settled(conveyor.Settlement{}, cmp.Or(err, errors.New("conveyor: job left unsettled")))
+	return runjob.Settled(conveyor.Settlement{}, cmp.Or(err, runjob.ErrLeftUnsettled))
 }
 
 func (p *Pool) jobAttrs(d *broker.Delivery) []any {

@@ -5,12 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"sync"
 	"time"
 
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/runjob"
 	"github.com/conveyorq/conveyor/retry"
 )
 
@@ -207,44 +207,22 @@ func (r *Runner) run(ctx context.Context, c *consumer, dl *broker.Delivery) *Res
 		hctx, cancel = context.WithTimeout(ctx, dl.Timeout)
 		defer cancel()
 	}
-	herr := r.call(hctx, job)
+	herr := runjob.Call(hctx, r.h, job)
 	var s conveyor.Settlement
 	switch {
 	case job.Settled():
 		s = job.Settlement()
 	case herr == nil:
-		s = settlement(conveyor.Settlement{Outcome: conveyor.OutcomeAcked}, job.Ack(ctx))
+		s = runjob.Settled(conveyor.Settlement{Outcome: conveyor.OutcomeAcked}, job.Ack(ctx))
 	default:
 		_, err := r.rules.Settle(ctx, job, herr)
 		s = job.Settlement()
 		if !job.Settled() {
-			s = settlement(s, cmp.Or(err, errors.New("conveyortest: job left unsettled")))
+			s = runjob.Settled(s, cmp.Or(err, runjob.ErrLeftUnsettled))
 		}
 	}
 	conveyor.FinishJob(job, s)
 	return &Result{Job: job, Err: herr, Settlement: s}
-}
-
-// call runs the chain, turning a panic into an error with its stack.
-func (r *Runner) call(ctx context.Context, job *conveyor.Job) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("conveyor: handler panicked: %v\n%s", v, debug.Stack())
-		}
-	}()
-	return r.h.ProcessJob(ctx, job)
-}
-
-// settlement returns s, or the outcome of a settle that failed with err.
-func settlement(s conveyor.Settlement, err error) conveyor.Settlement {
-	switch {
-	case err == nil:
-		return s
-	case errors.Is(err, broker.ErrLeaseLost):
-		return conveyor.Settlement{Outcome: conveyor.OutcomeLeaseLost, Err: err}
-	default:
-		return conveyor.Settlement{Outcome: conveyor.OutcomeUnsettled, Err: err}
-	}
 }
 
 // settler carries out a job's settle calls on its consumer.

@@ -196,7 +196,7 @@ func testInspector(t *testing.T, e *inspectEnv) {
 	if got, want := ids(ready), []string{"job-06", "job-07", "job-08", "job-09", "job-02"}; !slices.Equal(got, want) {
 		t.Fatalf("ready jobs %q, want next-to-run first %q", got, want)
 	}
-	if r := ready[4]; r.Kind != "mail" || r.Attempt != 1 || string(r.Payload) != `{"id":"job-02"}` {
+	if r := ready[4]; r.Kind != "mail" || r.Retries != 1 || string(r.Payload) != `{"id":"job-02"}` {
 		t.Fatalf("retried job-02 listed as %+v, want kind mail, attempt 1, its payload", r.Message)
 	}
 	inflight := e.allJobs(q, conveyor.JobInFlight)
@@ -247,7 +247,7 @@ func testInspector(t *testing.T, e *inspectEnv) {
 	if n, err := e.insp.Redrive(e.ctx, q, broker.DiscardFilter{Kind: "sms"}, 0); err != nil || n != 1 {
 		t.Fatalf("Redrive(kind sms) = %d, %v; want 1", n, err)
 	}
-	if j, err := e.insp.Job(e.ctx, q, "job-03"); err != nil || j.State != conveyor.JobReady || j.Attempt != 0 {
+	if j, err := e.insp.Job(e.ctx, q, "job-03"); err != nil || j.State != conveyor.JobReady || j.Retries != 0 {
 		t.Fatalf("re-driven job-03 = %+v, %v; want it ready", j, err)
 	}
 	if ok, err := e.insp.Cancel(e.ctx, q, "order:0:timeout"); err != nil || !ok {

@@ -12,8 +12,8 @@ type Outcome int
 const (
 	// OutcomeAcked: the job is done and removed from Redis.
 	OutcomeAcked Outcome = iota + 1
-	// OutcomeRetried: the job failed and runs again at Settlement.At (its
-	// Attempt one higher).
+	// OutcomeRetried: the job failed and runs again at Settlement.At as its
+	// next attempt.
 	OutcomeRetried
 	// OutcomePostponed: the job could not start and runs again at
 	// Settlement.At, no attempt counted (a rate limit, say).

@@ -143,8 +143,8 @@ func TestDelayUnderSkew(t *testing.T) {
 		}
 		runs := make(chan run, 10)
 		h := conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
-			runs <- run{job.Attempt, time.Now()}
-			if job.Attempt == 0 {
+			runs <- run{job.Retries, time.Now()}
+			if job.Retries == 0 {
 				return errors.New("fails once, retried after the backoff")
 			}
 			return nil

@@ -8,7 +8,7 @@ import (
 // Discards is the discard queue (dead letters) of a driver whose
 // Capabilities has Discard; such a driver implements it. Each queue keeps the
 // messages it discarded as records, newest first: the message as it was
-// (its Attempt and Recoveries say how it got there), the reason (the last
+// (its Retries and Recoveries say how it got there), the reason (the last
 // error, or why the driver gave up on it) and when.
 //
 // Retention is by count and by age, and what it drops is counted
@@ -32,7 +32,7 @@ type Discards interface {
 	// Redrive moves the records of queue that f selects, oldest first, up
 	// to max of them (0: all), back to the queue's ready structure as
 	// messages to run again at once, and reports how many it moved. A
-	// re-driven message starts afresh: its Attempt and Recoveries are 0; its
+	// re-driven message starts afresh: its Retries and Recoveries are 0; its
 	// ID, kind, payload, headers, options and EnqueuedAt are kept. A record
 	// whose stored message has no readable header stays where it is
 	// (PurgeDiscarded removes it). Redrive does not check a queue's maximum
@@ -48,8 +48,8 @@ type Discards interface {
 
 // Discarded is one record of a discard queue.
 type Discarded struct {
-	// Message is the message as it was when discarded (Queue set): Attempt
-	// counts its failed handler runs, Recoveries its crash recoveries.
+	// Message is the message as it was when discarded (Queue set): Attempt()
+	// is the attempt that ran last, Recoveries counts its crash recoveries.
 	Message
 	// Reason says why: the handler's last error, or the driver's reason
 	// (PoisonReason for a message that took its workers down, or an

@@ -16,9 +16,10 @@ type Message struct {
 	Payload []byte
 	// Headers carry metadata such as trace context or an idempotency key.
 	Headers map[string]string
-	// Attempt counts the handler runs that ended in a retry: 0 on the first
-	// delivery. Crash recoveries do not count here; see Recoveries.
-	Attempt int
+	// Retries counts the handler runs that ended in a retry: 0 on the first
+	// run. Crash recoveries do not count here; see Recoveries. Attempt
+	// numbers the run from 1.
+	Retries int
 	// Recoveries counts the times the message went back to its queue because
 	// a lease expired (its worker crashed or stalled), apart from handler
 	// failures.
@@ -41,6 +42,12 @@ type Message struct {
 	// UniqueKey is set.
 	UniqueTTL time.Duration
 }
+
+// Attempt is the number of the handler run the message is on, from 1:
+// Retries+1. It is the number logs, spans and discard records call
+// "attempt", and a failure of attempt MaxAttempts discards the message. For
+// a discarded message it is the attempt that ran last.
+func (m Message) Attempt() int { return m.Retries + 1 }
 
 // Delivery is a Message handed to one consumer under a lease.
 type Delivery struct {

@@ -33,7 +33,7 @@ func ValidateMessage(m *Message) error {
 	if reason := checkName(m.Kind); reason != "" {
 		return &MessageError{ID: m.ID, Field: "Kind", Reason: reason}
 	}
-	if m.Attempt < 0 || m.Recoveries < 0 || m.MaxAttempts < 0 || m.Timeout < 0 {
+	if m.Retries < 0 || m.Recoveries < 0 || m.MaxAttempts < 0 || m.Timeout < 0 {
 		return &MessageError{ID: m.ID, Field: "counters", Reason: "negative"}
 	}
 	if m.UniqueKey != "" {

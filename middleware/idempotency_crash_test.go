@@ -144,9 +144,9 @@ func TestIdempotencyCrashAfterSideEffect(t *testing.T) {
 	if v := e.rdb.Get(ctx, effect).Val(); v != "1" {
 		t.Fatalf("side effect count %q, want 1", v)
 	}
-	if seen.ID != "pay-1" || seen.Recoveries < 1 || seen.Attempt != 0 {
-		t.Fatalf("redelivered job %s: Recoveries %d, Attempt %d; want pay-1 after a crash recovery, no failed attempt",
-			seen.ID, seen.Recoveries, seen.Attempt)
+	if seen.ID != "pay-1" || seen.Recoveries < 1 || seen.Retries != 0 {
+		t.Fatalf("redelivered job %s: Recoveries %d, Retries %d; want pay-1 after a crash recovery, no failed attempt",
+			seen.ID, seen.Recoveries, seen.Retries)
 	}
 	if ks := leftKeys(t, e, ":idem:", ":effect"); len(ks) != 0 {
 		t.Fatalf("queue keys left, so the redelivered job was not acked: %v", ks)

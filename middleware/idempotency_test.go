@@ -246,8 +246,8 @@ func TestIdempotencyOnceUnderConcurrency(t *testing.T) {
 			err := next.ProcessJob(ctx, job)
 			mu.Lock()
 			defer mu.Unlock()
-			if job.Attempt != 0 {
-				t.Errorf("job %s has Attempt %d: a guarded copy must not count failures", job.ID, job.Attempt)
+			if job.Retries != 0 {
+				t.Errorf("job %s has Retries %d: a guarded copy must not count failures", job.ID, job.Retries)
 			}
 			switch {
 			case err != nil:

@@ -52,7 +52,7 @@ func Logging(logger *slog.Logger, opts *LoggingOptions) conveyor.Middleware {
 				slog.String("queue", job.Queue),
 				slog.String("kind", job.Kind),
 				slog.String("job_id", job.ID),
-				slog.Int("attempt", job.Attempt),
+				slog.Int("attempt", job.Attempt()),
 				slog.Int("recoveries", job.Recoveries),
 			)
 			if h := headerGroup(job, headers); h.Key != "" {

@@ -79,7 +79,7 @@ func TestLogging(t *testing.T) {
 	job := func(id, kind string) *conveyor.Job {
 		j := newJob(&fakeSettler{}, id, kind, headers)
 		j.Payload = []byte(payloadMarker)
-		j.Attempt, j.Recoveries = 2, 1
+		j.Retries, j.Recoveries = 2, 1
 		return j
 	}
 	ctx := context.Background()
@@ -134,7 +134,7 @@ func TestLogging(t *testing.T) {
 			}
 			for _, r := range recs {
 				if r["queue"] != "q" || r["kind"] != "k-"+tc.name || r["job_id"] != id ||
-					r["attempt"] != float64(2) || r["recoveries"] != float64(1) {
+					r["attempt"] != float64(3) || r["recoveries"] != float64(1) {
 					t.Fatalf("record lacks a stable key: %v", r)
 				}
 				if h, _ := r["headers"].(map[string]any); h["correlation-id"] != "corr-7" {

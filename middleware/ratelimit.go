@@ -132,7 +132,7 @@ func RateLimit(rdb redis.UniversalClient, cfg *RateLimitConfig) (conveyor.Middle
 			}
 			c.Logger.LogAttrs(ctx, slog.LevelDebug, "rate limited; job postponed",
 				slog.String("queue", job.Queue), slog.String("kind", job.Kind), slog.String("job_id", job.ID),
-				slog.Int("attempt", job.Attempt), slog.Time("run_at", at))
+				slog.Int("attempt", job.Attempt()), slog.Time("run_at", at))
 			setNote(ctx, OutcomePostponed, at)
 			return nil
 		})

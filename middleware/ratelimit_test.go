@@ -114,7 +114,7 @@ func TestRateLimitBudget(t *testing.T) {
 
 // TestRateLimitPool: 20 jobs of one key and 5 of another through a pool
 // with a 5 per second limit. By the server's clock no 1 s window holds more
-// than 5 starts of a key; all 25 run, each once, with Attempt 0 (a job over
+// than 5 starts of a key; all 25 run, each once, with Retries 0 (a job over
 // the limit is postponed, not retried); the second key never waits for the
 // first key's budget.
 func TestRateLimitPool(t *testing.T) {
@@ -146,8 +146,8 @@ func TestRateLimitPool(t *testing.T) {
 	h := conveyor.HandlerFunc(func(_ context.Context, job *conveyor.Job) error {
 		mu.Lock()
 		defer mu.Unlock()
-		if job.Attempt != 0 {
-			t.Errorf("job %s ran with Attempt %d, want 0: a rate-limited job is postponed, not retried", job.ID, job.Attempt)
+		if job.Retries != 0 {
+			t.Errorf("job %s ran with Retries %d, want 0: a rate-limited job is postponed, not retried", job.ID, job.Retries)
 		}
 		runs[job.ID]++
 		if len(runs) == 25 {

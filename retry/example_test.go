@@ -35,7 +35,7 @@ func ExampleRules_Decide() {
 	}
 	fail := errors.New("smtp: 451 try again later")
 
-	msg := &broker.Message{Kind: "email", Attempt: 0}
+	msg := &broker.Message{Kind: "email", Retries: 0}
 	d := rules.Decide(msg, fail)
 	fmt.Println(d.Action, d.Delay, d.Policy, d.MaxAttempts)
 
@@ -43,7 +43,7 @@ func ExampleRules_Decide() {
 	d = rules.Decide(msg, fail)
 	fmt.Println(d.Action, d.Delay, d.Policy, d.MaxAttempts)
 
-	msg.Attempt = 2 // the third run failed: the kind allows 3
+	msg.Retries = 2 // the third run failed: the kind allows 3
 	d = rules.Decide(msg, fail)
 	fmt.Println(d.Action, d.Why, d.Reason)
 

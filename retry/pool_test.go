@@ -159,6 +159,26 @@ func (s *logSink) count(msg string) (int, <-chan struct{}) {
 	return n, s.changed
 }
 
+// ints returns, for each record with message msg in order, its int
+// attribute key.
+func (s *logSink) ints(msg, key string) []int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []int64
+	for _, r := range s.recs {
+		if r.Message != msg {
+			continue
+		}
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == key {
+				out = append(out, a.Value.Int64())
+			}
+			return true
+		})
+	}
+	return out
+}
+
 func (s *logSink) wait(t *testing.T, msg string, n int, within time.Duration) {
 	t.Helper()
 	deadline := time.NewTimer(within)
@@ -194,7 +214,7 @@ func (l *runLog) begin(job *conveyor.Job) int {
 	now := time.Now().Round(0)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.runs[job.ID] = append(l.runs[job.ID], run{attempt: job.Attempt, start: now})
+	l.runs[job.ID] = append(l.runs[job.ID], run{attempt: job.Retries, start: now})
 	return len(l.runs[job.ID]) - 1
 }
 
@@ -243,7 +263,7 @@ func (l *delayLog) get(errText string) (time.Duration, string, bool) {
 }
 
 func failure(job *conveyor.Job) error {
-	return fmt.Errorf("job %s run %d failed", job.ID, job.Attempt+1)
+	return fmt.Errorf("job %s run %d failed", job.ID, job.Retries+1)
 }
 
 // TestFailThreeTimesThenSucceed is the acceptance test: 1,000 jobs
@@ -277,7 +297,7 @@ func TestFailThreeTimesThenSucceed(t *testing.T) {
 				h := conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
 					r := runs.begin(job)
 					defer runs.end(job, r)
-					if job.Attempt < 3 {
+					if job.Retries < 3 {
 						return failure(job)
 					}
 					if succeeded.Add(1) == n {
@@ -311,7 +331,7 @@ func TestFailThreeTimesThenSucceed(t *testing.T) {
 					}
 					for k, r := range rs {
 						if r.attempt != k {
-							t.Fatalf("job %s: run %d has Attempt %d, want %d", id, k+1, r.attempt, k)
+							t.Fatalf("job %s: run %d has Retries %d, want %d", id, k+1, r.attempt, k)
 						}
 					}
 					for k := range 3 {
@@ -400,8 +420,8 @@ func TestOverrides(t *testing.T) {
 					}
 				}
 				d, ok := dead[j.id]
-				if want := fmt.Sprintf("job %s run %d failed", j.id, j.runs); !ok || d.Reason != want || d.msg.Attempt != j.runs-1 {
-					t.Errorf("%s: discard record %q (Attempt %d, found %v), want reason %q, Attempt %d", j.id, d.Reason, d.msg.Attempt, ok, want, j.runs-1)
+				if want := fmt.Sprintf("job %s run %d failed", j.id, j.runs); !ok || d.Reason != want || d.msg.Retries != j.runs-1 {
+					t.Errorf("%s: discard record %q (Retries %d, found %v), want reason %q, Retries %d", j.id, d.Reason, d.msg.Retries, ok, want, j.runs-1)
 				}
 			}
 			e.assertOnlyKeys(t, "dead")
@@ -440,8 +460,8 @@ func TestSkipRetryAndRetryAfter(t *testing.T) {
 			if got := len(runs.get("skip")); got != 1 {
 				t.Errorf("SkipRetry job ran %d times, want 1", got)
 			}
-			if d := dead["skip"]; d.Reason != "bad input" || d.msg.Attempt != 0 {
-				t.Errorf("SkipRetry job discarded with %q, Attempt %d; want %q, 0", d.Reason, d.msg.Attempt, "bad input")
+			if d := dead["skip"]; d.Reason != "bad input" || d.msg.Retries != 0 {
+				t.Errorf("SkipRetry job discarded with %q, Retries %d; want %q, 0", d.Reason, d.msg.Retries, "bad input")
 			}
 
 			rs := runs.get("after")
@@ -450,14 +470,14 @@ func TestSkipRetryAndRetryAfter(t *testing.T) {
 			}
 			for k := range 2 {
 				if rs[k+1].attempt != k+1 {
-					t.Errorf("run %d has Attempt %d, want %d (RetryAfter counts an attempt)", k+2, rs[k+1].attempt, k+1)
+					t.Errorf("run %d has Retries %d, want %d (RetryAfter counts an attempt)", k+2, rs[k+1].attempt, k+1)
 				}
 				if gap := rs[k+1].start.Sub(rs[k].end); gap < after || gap > 5*time.Second {
 					t.Errorf("retry %d came %v after the failure, want at least %v (and under 5s)", k+1, gap, after)
 				}
 			}
-			if d := dead["after"]; d.Reason != "job after run 3 failed" || d.msg.Attempt != 2 {
-				t.Errorf("RetryAfter job discarded with %q, Attempt %d; want the last error, Attempt 2", d.Reason, d.msg.Attempt)
+			if d := dead["after"]; d.Reason != "job after run 3 failed" || d.msg.Retries != 2 {
+				t.Errorf("RetryAfter job discarded with %q, Retries %d; want the last error, Retries 2", d.Reason, d.msg.Retries)
 			}
 			e.assertOnlyKeys(t, "dead")
 		})
@@ -466,7 +486,8 @@ func TestSkipRetryAndRetryAfter(t *testing.T) {
 
 // TestExhaustedAttemptsGoToDiscardQueue: a job that always fails runs
 // MaxAttempts times and ends in the discard queue, the last error its
-// reason, with when and how many attempts it had.
+// reason, with when and how many attempts it had. The log records of its
+// failures number the attempts as the discard record does.
 func TestExhaustedAttemptsGoToDiscardQueue(t *testing.T) {
 	t.Parallel()
 	for i, drv := range drivers {
@@ -495,8 +516,16 @@ func TestExhaustedAttemptsGoToDiscardQueue(t *testing.T) {
 			if d.Reason != "job doomed run 4 failed" {
 				t.Errorf("reason %q, want the last error", d.Reason)
 			}
-			if d.msg.Attempt != 3 || d.msg.Kind != "doomed" || d.msg.Headers["trace"] != "t1" {
-				t.Errorf("discarded message %+v, want kind doomed, Attempt 3, its headers", d.msg)
+			if d.msg.Attempt() != 4 || d.msg.Retries != 3 || d.msg.Kind != "doomed" || d.msg.Headers["trace"] != "t1" {
+				t.Errorf("discarded message %+v, want kind doomed, Attempt() 4, Retries 3, its headers", d.msg)
+			}
+			if got := e.logs.ints("job failed; retrying", "attempt"); !slices.Equal(got, []int64{1, 2, 3}) {
+				t.Errorf("retry log records name attempts %v, want 1, 2, 3", got)
+			}
+			last := e.logs.ints("job discarded", "attempt")
+			limit := e.logs.ints("job discarded", "max_attempts")
+			if len(last) != 1 || last[0] != int64(d.msg.Attempt()) || len(limit) != 1 || limit[0] != 4 {
+				t.Errorf("discard log record names attempt %v of %v; the record says attempt %d of 4", last, limit, d.msg.Attempt())
 			}
 			if d.At.Before(began.Add(-time.Second)) || d.At.After(time.Now().Add(time.Second)) {
 				t.Errorf("discarded at %v, want between %v and now", d.At, began)
@@ -529,7 +558,7 @@ func TestRetryFreesTheSlot(t *testing.T) {
 			watch := func(next conveyor.Handler) conveyor.Handler {
 				return conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
 					err := next.ProcessJob(ctx, job)
-					if job.ID == "slow" && job.Attempt == 0 && job.Settled() {
+					if job.ID == "slow" && job.Retries == 0 && job.Settled() {
 						settled <- struct{}{}
 					}
 					return err
@@ -543,7 +572,7 @@ func TestRetryFreesTheSlot(t *testing.T) {
 				switch {
 				case job.ID == "other":
 					close(otherRan)
-				case job.Attempt == 0:
+				case job.Retries == 0:
 					return failure(job)
 				default:
 					close(secondRun)

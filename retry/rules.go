@@ -166,7 +166,7 @@ func (r *Rules) Decide(msg *broker.Message, err error) Decision {
 	}
 	kind := r.Kinds[msg.Kind]
 	dec := Decision{
-		Attempt:     msg.Attempt + 1,
+		Attempt:     msg.Retries + 1,
 		MaxAttempts: cmp.Or(msg.MaxAttempts, kind.MaxAttempts, r.MaxAttempts, DefaultMaxAttempts),
 	}
 	switch {

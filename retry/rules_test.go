@@ -44,20 +44,20 @@ func TestDecidePrecedence(t *testing.T) {
 		{"kind", broker.Message{Kind: "mail"}, fail, retry.Retry, 2 * time.Second, 4, "policy", "kind"},
 		{"kind cap only", broker.Message{Kind: "report"}, fail, retry.Retry, time.Second, 9, "policy", "default"},
 		{"kind policy only", broker.Message{Kind: "ping"}, fail, retry.Retry, time.Minute, 6, "policy", "kind"},
-		{"job cap beats kind", broker.Message{Kind: "mail", MaxAttempts: 10, Attempt: 5}, fail, retry.Retry, 2 * time.Second, 10, "policy", "kind"},
-		{"job cap beats default", broker.Message{Kind: "other", MaxAttempts: 2, Attempt: 1}, fail, retry.Discard, 0, 2, "max_attempts", ""},
+		{"job cap beats kind", broker.Message{Kind: "mail", MaxAttempts: 10, Retries: 5}, fail, retry.Retry, 2 * time.Second, 10, "policy", "kind"},
+		{"job cap beats default", broker.Message{Kind: "other", MaxAttempts: 2, Retries: 1}, fail, retry.Discard, 0, 2, "max_attempts", ""},
 		{"header beats kind", broker.Message{Kind: "mail", Headers: map[string]string{retry.Header: "fast"}}, fail, retry.Retry, 5 * time.Millisecond, 4, "policy", "header:fast"},
 		{"unknown header falls back", broker.Message{Kind: "mail", Headers: map[string]string{retry.Header: "nope"}}, fail, retry.Retry, 2 * time.Second, 4, "policy", "kind"},
 		{"retry after beats header", broker.Message{Kind: "mail", Headers: map[string]string{retry.Header: "fast"}}, conveyor.RetryAfter(42*time.Second, fail), retry.Retry, 42 * time.Second, 4, "retry_after", ""},
-		{"retry after counts an attempt", broker.Message{Kind: "mail", Attempt: 3}, conveyor.RetryAfter(time.Second, fail), retry.Discard, 0, 4, "max_attempts", ""},
-		{"last attempt", broker.Message{Kind: "mail", Attempt: 3}, fail, retry.Discard, 0, 4, "max_attempts", ""},
-		{"one before last", broker.Message{Kind: "mail", Attempt: 2}, fail, retry.Retry, 2 * time.Second, 4, "policy", "kind"},
+		{"retry after counts an attempt", broker.Message{Kind: "mail", Retries: 3}, conveyor.RetryAfter(time.Second, fail), retry.Discard, 0, 4, "max_attempts", ""},
+		{"last attempt", broker.Message{Kind: "mail", Retries: 3}, fail, retry.Discard, 0, 4, "max_attempts", ""},
+		{"one before last", broker.Message{Kind: "mail", Retries: 2}, fail, retry.Retry, 2 * time.Second, 4, "policy", "kind"},
 		{"skip retry", broker.Message{Kind: "mail"}, fmt.Errorf("wrapped: %w", conveyor.SkipRetry(fail)), retry.Discard, 0, 4, "skip_retry", ""},
 	} {
 		dec := rules.Decide(&c.msg, c.err)
-		if dec.Action != c.action || dec.Delay != c.delay || dec.MaxAttempts != c.maxAttempts || dec.Why != c.why || dec.Policy != c.policy || dec.Attempt != c.msg.Attempt+1 {
+		if dec.Action != c.action || dec.Delay != c.delay || dec.MaxAttempts != c.maxAttempts || dec.Why != c.why || dec.Policy != c.policy || dec.Attempt != c.msg.Retries+1 {
 			t.Errorf("%s: Decide = %+v, want %v after %v (cap %d, why %s, policy %q, attempt %d)",
-				c.name, dec, c.action, c.delay, c.maxAttempts, c.why, c.policy, c.msg.Attempt+1)
+				c.name, dec, c.action, c.delay, c.maxAttempts, c.why, c.policy, c.msg.Retries+1)
 		}
 		if c.action == retry.Discard && dec.Reason != c.err.Error() {
 			t.Errorf("%s: discard reason %q, want the error %q", c.name, dec.Reason, c.err.Error())
@@ -72,7 +72,7 @@ func TestDecideZeroRules(t *testing.T) {
 		if dec.Action != retry.Retry || dec.MaxAttempts != retry.DefaultMaxAttempts || dec.Delay < 0 || dec.Delay > time.Second || dec.Policy != "default" {
 			t.Errorf("zero rules: first failure = %+v, want a retry within [0, 1s], cap %d", dec, retry.DefaultMaxAttempts)
 		}
-		dec = r.Decide(&broker.Message{Kind: "k", Attempt: retry.DefaultMaxAttempts - 1}, errors.New("x"))
+		dec = r.Decide(&broker.Message{Kind: "k", Retries: retry.DefaultMaxAttempts - 1}, errors.New("x"))
 		if dec.Action != retry.Discard {
 			t.Errorf("zero rules: failure of run %d = %+v, want a discard", retry.DefaultMaxAttempts, dec)
 		}
@@ -94,7 +94,7 @@ func TestDecideClampsDelays(t *testing.T) {
 	var gotErr error
 	fail := errors.New("y")
 	r := &retry.Rules{Policy: retry.Func(func(a int, err error) time.Duration { gotAttempt, gotErr = a, err; return 0 })}
-	r.Decide(&broker.Message{Kind: "k", Attempt: 4}, fail)
+	r.Decide(&broker.Message{Kind: "k", Retries: 4}, fail)
 	if gotAttempt != 5 || gotErr != fail {
 		t.Errorf("policy called with (%d, %v), want (5, %v)", gotAttempt, gotErr, fail)
 	}
@@ -174,7 +174,7 @@ func TestSettleUsesJobRetry(t *testing.T) {
 	}
 
 	s = &fakeSettler{}
-	job = newJob(broker.Message{ID: "a", Kind: "k", Attempt: 1}, s)
+	job = newJob(broker.Message{ID: "a", Kind: "k", Retries: 1}, s)
 	dec, err = r.Settle(ctx, job, errors.New("second"))
 	if err != nil || dec.Action != retry.Discard || s.String() != "discard" || s.reason != "second" {
 		t.Fatalf("Settle = %+v, %v; calls %q reason %q; want a discard with reason %q", dec, err, s, s.reason, "second")
@@ -225,7 +225,7 @@ func TestMiddlewareSettles(t *testing.T) {
 		{"shutdown left alone", shutdown, 0, func(ctx context.Context, _ *conveyor.Job) error { return ctx.Err() }, ""},
 	} {
 		s := &fakeSettler{}
-		job := newJob(broker.Message{ID: "a", Kind: "k", Attempt: c.attempt}, s)
+		job := newJob(broker.Message{ID: "a", Kind: "k", Retries: c.attempt}, s)
 		got := mw(conveyor.HandlerFunc(c.h)).ProcessJob(c.ctx, job)
 		want := c.h(c.ctx, newJob(broker.Message{}, &fakeSettler{}))
 		if s.String() != c.calls {

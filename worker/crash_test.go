@@ -76,8 +76,8 @@ func crashRun(t *testing.T, i int) {
 		k := string(job.Payload)
 		handled[k]++
 		recov[k] = job.Recoveries
-		if job.Attempt != 0 {
-			t.Errorf("job %s: Attempt %d after a crash, want 0 (a crash is not an attempt)", k, job.Attempt)
+		if job.Retries != 0 {
+			t.Errorf("job %s: Retries %d after a crash, want 0 (a crash is not an attempt)", k, job.Retries)
 		}
 		if len(handled) == n {
 			select {

@@ -76,7 +76,7 @@ func fenceRun(t *testing.T, i int) {
 	h := conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
 		mu.Lock()
 		defer mu.Unlock()
-		runs = append(runs, run{job.ID, job.Attempt, job.Recoveries})
+		runs = append(runs, run{job.ID, job.Retries, job.Recoveries})
 		if len(runs) == 1 {
 			close(ran)
 		}
@@ -123,7 +123,7 @@ func fenceRun(t *testing.T, i int) {
 	mu.Lock()
 	defer mu.Unlock()
 	if len(runs) != 1 || runs[0].id != m.ID || runs[0].attempt != 0 || runs[0].recoveries != 1 {
-		t.Fatalf("the other worker ran %+v, want job %s once with Attempt 0, Recoveries 1", runs, m.ID)
+		t.Fatalf("the other worker ran %+v, want job %s once with Retries 0, Recoveries 1", runs, m.ID)
 	}
 	// Nothing of the job is left to run a third time.
 	assertNoKeys(t, e)

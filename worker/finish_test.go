@@ -31,16 +31,16 @@ func TestFinishOutcomes(t *testing.T) {
 			finished := make(chan fin, 100)
 			started := make(chan struct{}, 1)
 			h := conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
-				job.OnFinish(func(s conveyor.Settlement) { finished <- fin{job.Kind, job.Attempt, s} })
+				job.OnFinish(func(s conveyor.Settlement) { finished <- fin{job.Kind, job.Retries, s} })
 				switch job.Kind {
 				case "fail":
-					if job.Attempt == 0 {
+					if job.Retries == 0 {
 						return conveyor.RetryAfter(50*time.Millisecond, errFail)
 					}
 				case "skip":
 					return conveyor.SkipRetry(errFail)
 				case "later":
-					if job.Attempt == 0 && job.Recoveries == 0 {
+					if job.Retries == 0 && job.Recoveries == 0 {
 						if err := job.Postpone(ctx, time.Now().Add(time.Hour)); err != nil {
 							return err
 						}

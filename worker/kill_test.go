@@ -72,7 +72,7 @@ func (w killWitness) enqueued() string       { return string(w) + ":enqueued" } 
 func (w killWitness) handled() string        { return string(w) + ":handled" }   // SET of job IDs whose handler finished
 func (w killWitness) count() string          { return string(w) + ":count" }     // HASH job ID -> handler runs finished
 func (w killWitness) recovered() string      { return string(w) + ":recovered" } // SET of IDs finished with Recoveries >= 1
-func (w killWitness) attempted() string      { return string(w) + ":attempted" } // SET of IDs run with Attempt != 0
+func (w killWitness) attempted() string      { return string(w) + ":attempted" } // SET of IDs run with Retries != 0
 func (w killWitness) started(inc int) string { return string(w) + ":started:" + strconv.Itoa(inc) }
 func (w killWitness) done(inc int) string    { return string(w) + ":done:" + strconv.Itoa(inc) }
 
@@ -210,7 +210,7 @@ run:
 	}
 	// A crash is not a failed attempt.
 	if att, err := e.rdb.SMembers(ctx, w.attempted()).Result(); err != nil || len(att) != 0 {
-		t.Fatalf("%d jobs ran with Attempt != 0 (%v), e.g. %q; no handler failed", len(att), err, firstFew(att, 5))
+		t.Fatalf("%d jobs ran with Retries != 0 (%v), e.g. %q; no handler failed", len(att), err, firstFew(att, 5))
 	}
 
 	// Every job a killed worker started but did not finish came back as a
@@ -315,7 +315,7 @@ func killChild(t *testing.T, idx string) {
 			if job.Recoveries > 0 {
 				p.SAdd(ctx, w.recovered(), job.ID)
 			}
-			if job.Attempt != 0 {
+			if job.Retries != 0 {
 				p.SAdd(ctx, w.attempted(), job.ID)
 			}
 			return nil

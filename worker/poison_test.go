@@ -132,7 +132,7 @@ func poisonRun(t *testing.T, i int) {
 	}
 	var want []string
 	for r := range k {
-		want = append(want, strconv.Itoa(r)+" 0") // Recoveries r, Attempt 0
+		want = append(want, strconv.Itoa(r)+" 0") // Recoveries r, Retries 0
 	}
 	if !slices.Equal(runs, want) {
 		t.Errorf("poison deliveries (recoveries attempt) %q, want %q", runs, want)
@@ -153,9 +153,9 @@ func poisonRun(t *testing.T, i int) {
 	if _, err := codec.Decode(recs[0].Message, &got); err != nil {
 		t.Fatalf("discarded message: %v", err)
 	}
-	if got.ID != poison.ID || got.Kind != "poison" || got.Recoveries != k || got.Attempt != 0 {
-		t.Errorf("discarded %s (%s) with Recoveries %d, Attempt %d; want %s (poison), %d, 0",
-			got.ID, got.Kind, got.Recoveries, got.Attempt, poison.ID, k)
+	if got.ID != poison.ID || got.Kind != "poison" || got.Recoveries != k || got.Retries != 0 {
+		t.Errorf("discarded %s (%s) with Recoveries %d, Retries %d; want %s (poison), %d, 0",
+			got.ID, got.Kind, got.Recoveries, got.Retries, poison.ID, k)
 	}
 	h, err := e.rdb.HGetAll(ctx, w.handled()).Result()
 	if err != nil {
@@ -186,7 +186,7 @@ func poisonChild(t *testing.T, idx string) {
 	d := durable[i].Must(t, rdb, os.Getenv(poisonPrefixEnv))
 	h := conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
 		if job.Kind == "poison" {
-			if err := rdb.RPush(ctx, w.deliveries(), strconv.Itoa(job.Recoveries)+" "+strconv.Itoa(job.Attempt)).Err(); err != nil {
+			if err := rdb.RPush(ctx, w.deliveries(), strconv.Itoa(job.Recoveries)+" "+strconv.Itoa(job.Retries)).Err(); err != nil {
 				return err
 			}
 			// The first time, die once the job enqueued with this one runs

@@ -884,9 +884,9 @@ func (p *Pool) settle(t *task, herr error) conveyor.Settlement {
 
 func (p *Pool) jobAttrs(d *broker.Delivery) []any {
 	if p.cfg.Queue == "" {
-		return []any{"queue", d.Queue, "kind", d.Kind, "job_id", d.ID, "attempt", d.Attempt}
+		return []any{"queue", d.Queue, "kind", d.Kind, "job_id", d.ID, "attempt", d.Attempt()}
 	}
-	return []any{"kind", d.Kind, "job_id", d.ID, "attempt", d.Attempt}
+	return []any{"kind", d.Kind, "job_id", d.ID, "attempt", d.Attempt()}
 }
 
 // sendAcks acks a batch of deliveries and returns each one's outcome.

@@ -199,8 +199,8 @@ func TestShutdown(t *testing.T) {
 				back = append(back, ds...)
 			}
 			for _, d := range back {
-				if d.Kind != "stuck" || d.Attempt != 0 {
-					t.Fatalf("handed back %s attempt %d, want stuck attempt 0", d.Kind, d.Attempt)
+				if d.Kind != "stuck" || d.Retries != 0 {
+					t.Fatalf("handed back %s attempt %d, want stuck attempt 0", d.Kind, d.Retries)
 				}
 			}
 			if err := c.Ack(ctx, back...); err != nil {
@@ -335,8 +335,8 @@ func TestRetryThenSucceed(t *testing.T) {
 			h := conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
 				mu.Lock()
 				defer mu.Unlock()
-				attempts = append(attempts, job.Attempt)
-				if job.Attempt < 2 {
+				attempts = append(attempts, job.Retries)
+				if job.Retries < 2 {
 					return conveyor.RetryAfter(20*time.Millisecond, errors.New("not yet"))
 				}
 				close(done)

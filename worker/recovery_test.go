@@ -65,8 +65,8 @@ func recoveryRun(t *testing.T, i int) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if job.Recoveries != 1 || job.Attempt != 0 {
-			t.Errorf("job %s: Recoveries %d, Attempt %d; want 1 and 0", job.Payload, job.Recoveries, job.Attempt)
+		if job.Recoveries != 1 || job.Retries != 0 {
+			t.Errorf("job %s: Recoveries %d, Retries %d; want 1 and 0", job.Payload, job.Recoveries, job.Retries)
 		}
 		finished[string(job.Payload)]++
 		if len(finished) == recJobs {

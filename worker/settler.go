@@ -44,7 +44,7 @@ func (p *Pool) onDiscard(ctx context.Context, job *conveyor.Job, reason string) 
 	defer func() {
 		if r := recover(); r != nil {
 			p.log.Warn("OnDiscard hook panicked", "queue", job.Queue, "kind", job.Kind, "job_id", job.ID,
-				"attempt", job.Attempt, "panic", fmt.Sprint(r))
+				"attempt", job.Attempt(), "panic", fmt.Sprint(r))
 		}
 	}()
 	p.cfg.OnDiscard(ctx, job, reason)

@@ -79,12 +79,12 @@ func TestDefaultTimeoutEndsHandler(t *testing.T) {
 			runs := make(chan run, 4)
 			h := conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
 				_, dl := ctx.Deadline()
-				if job.Attempt > 0 {
-					runs <- run{job.Attempt, dl, nil}
+				if job.Retries > 0 {
+					runs <- run{job.Retries, dl, nil}
 					return nil
 				}
 				<-ctx.Done()
-				runs <- run{job.Attempt, dl, context.Cause(ctx)}
+				runs <- run{job.Retries, dl, context.Cause(ctx)}
 				return ctx.Err()
 			})
 			p, err := worker.NewPool(e.d, h, &worker.Config{Queue: "q", Concurrency: 1,

@@ -147,7 +147,7 @@ func discardStats(t testing.TB, x broker.Discards, q string) broker.DiscardStats
 }
 
 // testDiscardsInspect proves ListDiscarded returns a queue's records newest
-// first, page by page, each with the message as discarded (Attempt and
+// first, page by page, each with the message as discarded (Retries and
 // Recoveries included), the reason and the time, and GetDiscarded finds a
 // record by message ID; other queues' records stay apart.
 func testDiscardsInspect(t *testing.T, e *env) {
@@ -167,8 +167,8 @@ func testDiscardsInspect(t *testing.T, e *env) {
 	}
 	FetchOne(t, c, 5*time.Second) // not settled: its lease runs out
 	worn := FetchOne(t, c, 10*time.Second)
-	if worn.Attempt != 1 || worn.Recoveries != 1 {
-		t.Fatalf("delivery has Attempt %d, Recoveries %d; want 1 and 1", worn.Attempt, worn.Recoveries)
+	if worn.Retries != 1 || worn.Recoveries != 1 {
+		t.Fatalf("delivery has Retries %d, Recoveries %d; want 1 and 1", worn.Retries, worn.Recoveries)
 	}
 	t0 := time.Now()
 	if err := c.Discard(ctx, worn, "worn out"); err != nil {
@@ -209,11 +209,11 @@ func testDiscardsInspect(t *testing.T, e *env) {
 			t.Errorf("%s discarded at %v, after the newer %s (%v)", r.ID, r.DiscardedAt, recs[i-1].ID, recs[i-1].DiscardedAt)
 		}
 	}
-	if r := recs[3]; r.Reason != "worn out" || r.Attempt != 1 || r.Recoveries != 1 {
-		t.Errorf("record of %s: reason %q, Attempt %d, Recoveries %d; want \"worn out\", 1, 1", r.ID, r.Reason, r.Attempt, r.Recoveries)
+	if r := recs[3]; r.Reason != "worn out" || r.Retries != 1 || r.Recoveries != 1 {
+		t.Errorf("record of %s: reason %q, Retries %d, Recoveries %d; want \"worn out\", 1, 1", r.ID, r.Reason, r.Retries, r.Recoveries)
 	}
-	if r := recs[0]; r.Reason != "reason 2: ünïcode {x}\n" || r.Attempt != 0 || r.Recoveries != 0 {
-		t.Errorf("record of %s: reason %q, Attempt %d, Recoveries %d; want \"reason 2: ünïcode {x}\\n\", 0, 0", r.ID, r.Reason, r.Attempt, r.Recoveries)
+	if r := recs[0]; r.Reason != "reason 2: ünïcode {x}\n" || r.Retries != 0 || r.Recoveries != 0 {
+		t.Errorf("record of %s: reason %q, Retries %d, Recoveries %d; want \"reason 2: ünïcode {x}\\n\", 0, 0", r.ID, r.Reason, r.Retries, r.Recoveries)
 	}
 
 	got, err := x.GetDiscarded(ctx, q, msgs[1].ID)
@@ -224,8 +224,8 @@ func testDiscardsInspect(t *testing.T, e *env) {
 		t.Errorf("GetDiscarded(%s) = %s with reason %q", msgs[1].ID, got.ID, got.Reason)
 	}
 	checkSameMessage(t, &got.Message, msgs[1])
-	if got, err := x.GetDiscarded(ctx, q, m.ID); err != nil || got == nil || got.Attempt != 1 || got.Recoveries != 1 {
-		t.Errorf("GetDiscarded(%s) = %+v, %v; want Attempt 1 and Recoveries 1", m.ID, got, err)
+	if got, err := x.GetDiscarded(ctx, q, m.ID); err != nil || got == nil || got.Retries != 1 || got.Recoveries != 1 {
+		t.Errorf("GetDiscarded(%s) = %+v, %v; want Retries 1 and Recoveries 1", m.ID, got, err)
 	}
 	for _, id := range []string{"dl-inspect-other-000009", "nosuch"} {
 		if got, err := x.GetDiscarded(ctx, q, id); err != nil || got != nil {
@@ -242,7 +242,7 @@ func testDiscardsInspect(t *testing.T, e *env) {
 }
 
 // testDiscardsRedriveOne proves a re-drive by ID moves exactly that record
-// back to the queue: the message is fetchable again with Attempt and
+// back to the queue: the message is fetchable again with Retries and
 // Recoveries 0 and the rest as it was, can be acked, and its record is gone.
 func testDiscardsRedriveOne(t *testing.T, e *env) {
 	const q = "dl-redrive-one"
@@ -260,8 +260,8 @@ func testDiscardsRedriveOne(t *testing.T, e *env) {
 	}
 	FetchOne(t, c, 5*time.Second) // its lease runs out
 	d := FetchOne(t, c, 10*time.Second)
-	if d.Attempt != 2 || d.Recoveries != 1 {
-		t.Fatalf("delivery has Attempt %d, Recoveries %d; want 2 and 1", d.Attempt, d.Recoveries)
+	if d.Retries != 2 || d.Recoveries != 1 {
+		t.Fatalf("delivery has Retries %d, Recoveries %d; want 2 and 1", d.Retries, d.Recoveries)
 	}
 	if err := c.Discard(ctx, d, "out of attempts"); err != nil {
 		t.Fatalf("Discard: %v", err)
@@ -281,8 +281,8 @@ func testDiscardsRedriveOne(t *testing.T, e *env) {
 		t.Fatalf("Redrive(%s) = %d, %v; want 1, nil", m.ID, n, err)
 	}
 	back := FetchOne(t, c, 5*time.Second)
-	if back.ID != m.ID || back.Attempt != 0 || back.Recoveries != 0 {
-		t.Fatalf("re-driven delivery %s with Attempt %d, Recoveries %d; want %s, 0, 0", back.ID, back.Attempt, back.Recoveries, m.ID)
+	if back.ID != m.ID || back.Retries != 0 || back.Recoveries != 0 {
+		t.Fatalf("re-driven delivery %s with Retries %d, Recoveries %d; want %s, 0, 0", back.ID, back.Retries, back.Recoveries, m.ID)
 	}
 	checkSameMessage(t, &back.Message, m)
 	if err := c.Ack(ctx, back); err != nil {
@@ -303,7 +303,7 @@ func testDiscardsRedriveOne(t *testing.T, e *env) {
 // testDiscardsRedriveFilter proves re-drive by kind and of all records:
 // only the selected records move, oldest first, up to max; the others stay
 // in order; re-driven messages come out in the order they were discarded,
-// with Attempt 0.
+// with Retries 0.
 func testDiscardsRedriveFilter(t *testing.T, e *env) {
 	const q = "dl-redrive-kind"
 	x := discardsOf(t, e.d)
@@ -339,8 +339,8 @@ func testDiscardsRedriveFilter(t *testing.T, e *env) {
 		t.Fatalf("fetched %v after Redrive(kind alpha), want %v", got, messageIDs(alpha, false))
 	}
 	for _, d := range ds {
-		if d.Kind != "alpha" || d.Attempt != 0 {
-			t.Errorf("re-driven %s: kind %q, Attempt %d", d.ID, d.Kind, d.Attempt)
+		if d.Kind != "alpha" || d.Retries != 0 {
+			t.Errorf("re-driven %s: kind %q, Retries %d", d.ID, d.Kind, d.Retries)
 		}
 	}
 	if err := c.Ack(ctx, ds...); err != nil {
@@ -564,8 +564,8 @@ func testDiscardsBounded(t *testing.T, e *env) {
 		t.Fatalf("fetched %d re-driven messages, not %d in discard order (first %v)", len(got), len(want), got[:min(3, len(got))])
 	}
 	for _, d := range ds {
-		if d.Attempt != 0 || d.Recoveries != 0 {
-			t.Fatalf("re-driven %s: Attempt %d, Recoveries %d; want 0", d.ID, d.Attempt, d.Recoveries)
+		if d.Retries != 0 || d.Recoveries != 0 {
+			t.Fatalf("re-driven %s: Retries %d, Recoveries %d; want 0", d.ID, d.Retries, d.Recoveries)
 		}
 	}
 	if err := c.Ack(ctx, ds...); err != nil {

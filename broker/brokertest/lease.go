@@ -45,8 +45,8 @@ func redeliver(t *testing.T, e *env, q string) (c1, c2 broker.Consumer, d1, d2 *
 	if d2.Recoveries != d1.Recoveries+1 {
 		t.Errorf("Recoveries after a lease expiry = %d, want %d", d2.Recoveries, d1.Recoveries+1)
 	}
-	if d2.Attempt != d1.Attempt {
-		t.Errorf("Attempt after a lease expiry = %d, want %d (recoveries are not attempts)", d2.Attempt, d1.Attempt)
+	if d2.Retries != d1.Retries {
+		t.Errorf("Retries after a lease expiry = %d, want %d (recoveries are not attempts)", d2.Retries, d1.Retries)
 	}
 	if d2.Token == "" || d2.Token == d1.Token {
 		t.Errorf("redelivery Token %q, first %q: want a new, non-empty token", d2.Token, d1.Token)

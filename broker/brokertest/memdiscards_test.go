@@ -190,7 +190,7 @@ func (d *memDriver) Redrive(ctx context.Context, queue string, f broker.DiscardF
 	for _, x := range taken {
 		m := x.Message
 		if d.mutant != "redrivekeepsattempt" {
-			m.Attempt, m.Recoveries = 0, 0
+			m.Retries, m.Recoveries = 0, 0
 		}
 		q.ready = append(q.ready, d.newEntry(&m))
 	}

@@ -415,7 +415,7 @@ func (c *memConsumer) requeueAt(dl *broker.Delivery, at time.Time, count bool) e
 	return c.settle([]*broker.Delivery{dl}, func(q *memQueue, e *memEntry, _ *broker.Delivery, now time.Time) {
 		delete(q.inflight, e.receipt)
 		if count {
-			e.msg.Attempt++
+			e.msg.Retries++
 		}
 		if count || c.d.mutant == "postponefails" {
 			q.failed++
@@ -434,7 +434,7 @@ func (c *memConsumer) Release(ctx context.Context, ds ...*broker.Delivery) error
 	return c.settle(ds, func(q *memQueue, e *memEntry, _ *broker.Delivery, _ time.Time) {
 		delete(q.inflight, e.receipt)
 		if c.d.mutant == "releasecounts" {
-			e.msg.Attempt++
+			e.msg.Retries++
 		}
 		q.ready = append(q.ready, e)
 	})

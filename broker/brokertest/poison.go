@@ -41,8 +41,8 @@ func testPoison(t *testing.T, e *env) {
 	if _, err := codec.Decode(recs[0].Message, &got); err != nil {
 		t.Fatalf("discarded message does not decode: %v", err)
 	}
-	if got.ID != m.ID || got.Recoveries != broker.DefaultMaxRecoveries || got.Attempt != 0 {
-		t.Errorf("discarded %s with Recoveries %d, Attempt %d; want %s, %d, 0", got.ID, got.Recoveries, got.Attempt, m.ID, broker.DefaultMaxRecoveries)
+	if got.ID != m.ID || got.Recoveries != broker.DefaultMaxRecoveries || got.Retries != 0 {
+		t.Errorf("discarded %s with Recoveries %d, Retries %d; want %s, %d, 0", got.ID, got.Recoveries, got.Retries, m.ID, broker.DefaultMaxRecoveries)
 	}
 }
 

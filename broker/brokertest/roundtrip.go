@@ -58,8 +58,8 @@ func testRoundTrip(t *testing.T, e *env) {
 		if d.Queue != q {
 			t.Errorf("%s: Queue = %q, want %q", d.ID, d.Queue, q)
 		}
-		if d.Attempt != 0 || d.Recoveries != 0 {
-			t.Errorf("%s: first delivery has Attempt %d, Recoveries %d; want 0, 0", d.ID, d.Attempt, d.Recoveries)
+		if d.Retries != 0 || d.Recoveries != 0 {
+			t.Errorf("%s: first delivery has Retries %d, Recoveries %d; want 0, 0", d.ID, d.Retries, d.Recoveries)
 		}
 		if e.caps.AtLeastOnce {
 			if d.Token == "" {

@@ -9,7 +9,7 @@ import (
 )
 
 // testRetry proves Retry(now) delivers the message again at once with
-// Attempt+1, that the retried delivery is dead (its Ack is refused), and,
+// Retries+1, that the retried delivery is dead (its Ack is refused), and,
 // with Delay, that Retry(at) holds the message back until at.
 func testRetry(t *testing.T, e *env) {
 	const q = "retry"
@@ -28,9 +28,9 @@ func testRetry(t *testing.T, e *env) {
 		t.Fatalf("Retry(now): %v", err)
 	}
 	d1 := FetchOne(t, c, 5*time.Second)
-	if d1.ID != m.ID || d1.Attempt != d0.Attempt+1 || d1.Recoveries != d0.Recoveries {
+	if d1.ID != m.ID || d1.Retries != d0.Retries+1 || d1.Recoveries != d0.Recoveries {
 		t.Fatalf("after Retry(now) fetched %s attempt %d recoveries %d, want %s attempt %d recoveries %d",
-			d1.ID, d1.Attempt, d1.Recoveries, m.ID, d0.Attempt+1, d0.Recoveries)
+			d1.ID, d1.Retries, d1.Recoveries, m.ID, d0.Retries+1, d0.Recoveries)
 	}
 	checkSameMessage(t, &d1.Message, m)
 	if d1.Token == d0.Token {
@@ -50,8 +50,8 @@ func testRetry(t *testing.T, e *env) {
 			t.Fatalf("Retry(at) delivered %v early", at.Sub(got))
 		}
 		t.Logf("Retry(at) delivered %v after at", got.Sub(at))
-		if d2.ID != m.ID || d2.Attempt != d1.Attempt+1 {
-			t.Fatalf("after Retry(at) fetched %s attempt %d, want %s attempt %d", d2.ID, d2.Attempt, m.ID, d1.Attempt+1)
+		if d2.ID != m.ID || d2.Retries != d1.Retries+1 {
+			t.Fatalf("after Retry(at) fetched %s attempt %d, want %s attempt %d", d2.ID, d2.Retries, m.ID, d1.Retries+1)
 		}
 		last = d2
 	}
@@ -92,9 +92,9 @@ func testRelease(t *testing.T, e *env) {
 			t.Fatalf("fetched %s after Release, want one of %v", d.ID, IDs(first))
 		}
 		delete(byID, d.ID)
-		if d.Attempt != prev.Attempt || d.Recoveries != prev.Recoveries {
+		if d.Retries != prev.Retries || d.Recoveries != prev.Recoveries {
 			t.Errorf("%s after Release: attempt %d recoveries %d, want %d %d (unchanged)",
-				d.ID, d.Attempt, d.Recoveries, prev.Attempt, prev.Recoveries)
+				d.ID, d.Retries, d.Recoveries, prev.Retries, prev.Recoveries)
 		}
 	}
 	checkLeaseLost(t, "Ack of a released delivery", c.Ack(ctx, first[0]), first[0], true)
@@ -133,8 +133,8 @@ func testDelayedEnqueue(t *testing.T, e *env) {
 		t.Fatalf("delayed message fetched %v before its RunAt", later.RunAt.Sub(got))
 	}
 	t.Logf("delayed message fetched %v after RunAt", got.Sub(later.RunAt))
-	if d.Attempt != 0 {
-		t.Errorf("delayed message Attempt %d, want 0", d.Attempt)
+	if d.Retries != 0 {
+		t.Errorf("delayed message Retries %d, want 0", d.Retries)
 	}
 	checkSameMessage(t, &d.Message, later)
 	if err := c.Ack(ctx, d); err != nil {
@@ -160,8 +160,8 @@ func testPostpone(t *testing.T, e *env) {
 		t.Fatalf("Postpone(now): %v", err)
 	}
 	d1 := FetchOne(t, c, 5*time.Second)
-	if d1.ID != m.ID || d1.Attempt != d0.Attempt {
-		t.Fatalf("after Postpone(now) fetched %s attempt %d, want %s attempt %d (no attempt counted)", d1.ID, d1.Attempt, m.ID, d0.Attempt)
+	if d1.ID != m.ID || d1.Retries != d0.Retries {
+		t.Fatalf("after Postpone(now) fetched %s attempt %d, want %s attempt %d (no attempt counted)", d1.ID, d1.Retries, m.ID, d0.Retries)
 	}
 	checkSameMessage(t, &d1.Message, m)
 	checkLeaseLost(t, "Ack of a postponed delivery", c.Ack(ctx, d0), d0, true)
@@ -176,8 +176,8 @@ func testPostpone(t *testing.T, e *env) {
 		if got := time.Now(); got.Before(at.Add(-clockSlack)) {
 			t.Fatalf("Postpone(at) delivered %v early", at.Sub(got))
 		}
-		if d2.ID != m.ID || d2.Attempt != d0.Attempt {
-			t.Fatalf("after Postpone(at) fetched %s attempt %d, want %s attempt %d", d2.ID, d2.Attempt, m.ID, d0.Attempt)
+		if d2.ID != m.ID || d2.Retries != d0.Retries {
+			t.Fatalf("after Postpone(at) fetched %s attempt %d, want %s attempt %d", d2.ID, d2.Retries, m.ID, d0.Retries)
 		}
 		last = d2
 	}

@@ -385,8 +385,8 @@ func testTimerPendingPages(t *testing.T, e *env) {
 		if !dueNear(m.RunAt, want.RunAt) {
 			t.Errorf("%s: RunAt %v, want %v (enqueued %v)", m.ID, m.RunAt, dueMilli(want.RunAt), want.RunAt)
 		}
-		if m.Queue != q || m.Attempt != 0 {
-			t.Errorf("%s: Queue %q Attempt %d, want %q 0", m.ID, m.Queue, m.Attempt, q)
+		if m.Queue != q || m.Retries != 0 {
+			t.Errorf("%s: Queue %q Retries %d, want %q 0", m.ID, m.Queue, m.Retries, q)
 		}
 	}
 	for _, m := range msgs {
@@ -540,15 +540,15 @@ func testTimerRetryClash(t *testing.T, e *env) {
 	}
 
 	ds := FetchN(t, c, 2, 2, time.Until(timer.RunAt)+5*time.Second)
-	want := map[string]int{string(m.Payload): d.Attempt + 1, string(timer.Payload): 0}
+	want := map[string]int{string(m.Payload): d.Retries + 1, string(timer.Payload): 0}
 	for _, d := range ds {
 		attempt, ok := want[string(d.Payload)]
 		if d.ID != m.ID || !ok {
 			t.Fatalf("fetched %s with %q, want %s with one of %q", d.ID, d.Payload, m.ID, []string{string(m.Payload), string(timer.Payload)})
 		}
 		delete(want, string(d.Payload))
-		if d.Attempt != attempt {
-			t.Errorf("%s (%q): Attempt %d, want %d", d.ID, d.Payload, d.Attempt, attempt)
+		if d.Retries != attempt {
+			t.Errorf("%s (%q): Retries %d, want %d", d.ID, d.Payload, d.Retries, attempt)
 		}
 	}
 	if err := c.Ack(ctx, ds...); err != nil {

@@ -39,7 +39,7 @@ func TestRoundTripFIFOAndKeysGone(t *testing.T) {
 	d := ds[0]
 	if d.Kind != "email" || d.Queue != "q" || string(d.Payload) != "\x00\x01\x02\xff" ||
 		d.Headers["traceparent"] != "00-abc" || len(d.Headers) != 2 || d.MaxAttempts != 7 ||
-		d.Timeout != 1500*time.Millisecond || !d.EnqueuedAt.Equal(enq) || d.Attempt != 0 || d.Recoveries != 0 {
+		d.Timeout != 1500*time.Millisecond || !d.EnqueuedAt.Equal(enq) || d.Retries != 0 || d.Recoveries != 0 {
 		t.Fatalf("fetched message differs from the enqueued one: %+v", d.Message)
 	}
 	if !strings.HasSuffix(d.Receipt, ",1:a") || d.Token+",1:a" != d.Receipt || e.deliveries("q", d) != 1 {
@@ -176,8 +176,8 @@ func TestRetry(t *testing.T) {
 	if got := ids(ds); !slices.Equal(got, []string{"b", "a"}) {
 		t.Fatalf("after retry: %v, want [b a]", got)
 	}
-	if ds[1].Attempt != 1 || ds[1].Recoveries != 0 || e.deliveries("q", ds[1]) != 2 || ds[1].Token == a.Token {
-		t.Fatalf("retried message: attempt %d recoveries %d token %s (first %s)", ds[1].Attempt, ds[1].Recoveries, ds[1].Token, a.Token)
+	if ds[1].Retries != 1 || ds[1].Recoveries != 0 || e.deliveries("q", ds[1]) != 2 || ds[1].Token == a.Token {
+		t.Fatalf("retried message: attempt %d recoveries %d token %s (first %s)", ds[1].Retries, ds[1].Recoveries, ds[1].Token, a.Token)
 	}
 	// Later: into the delayed set, not ready.
 	if err := c.Retry(ctx, ds[1], time.Now().Add(time.Hour)); err != nil {
@@ -206,8 +206,8 @@ func TestReleaseKeepsOrderAndCounters(t *testing.T) {
 		t.Fatalf("after release: %v, want [a b c d]", got)
 	}
 	for i, d := range again[:3] {
-		if d.Attempt != 0 || d.Recoveries != 0 || e.deliveries("q", d) != 2 || d.Token == ds[i].Token {
-			t.Fatalf("%s after release: attempt %d recoveries %d token %s", d.ID, d.Attempt, d.Recoveries, d.Token)
+		if d.Retries != 0 || d.Recoveries != 0 || e.deliveries("q", d) != 2 || d.Token == ds[i].Token {
+			t.Fatalf("%s after release: attempt %d recoveries %d token %s", d.ID, d.Retries, d.Recoveries, d.Token)
 		}
 	}
 	if err := c.Release(ctx, ds[0]); !errors.Is(err, broker.ErrLeaseLost) {

@@ -64,7 +64,7 @@ func TestScriptsRunOnMiniredis(t *testing.T) {
 		t.Fatalf("discard: %v", err)
 	}
 	ds = fetch(t, c, 10)
-	if got := ids(ds); !slices.Equal(got, []string{"c", "b"}) || ds[1].Attempt != 1 {
+	if got := ids(ds); !slices.Equal(got, []string{"c", "b"}) || ds[1].Retries != 1 {
 		t.Fatalf("after release and retry: %v, want [c b] with b at attempt 1", got)
 	}
 

@@ -83,7 +83,7 @@ func TestPoisonAfterThreeLeaseExpiries(t *testing.T) {
 		// lease to run out, then reclaims the message itself.
 		c := e.open("q", vt)
 		ds := fetch(t, c, 10)
-		if len(ds) != 1 || ds[0].ID != "a" || ds[0].Recoveries != i || ds[0].Attempt != 0 {
+		if len(ds) != 1 || ds[0].ID != "a" || ds[0].Recoveries != i || ds[0].Retries != 0 {
 			t.Fatalf("delivery %d: %v, want a with Recoveries %d", i+1, ds, i)
 		}
 		last = ds[0]
@@ -119,9 +119,9 @@ func TestPoisonAfterThreeLeaseExpiries(t *testing.T) {
 		t.Fatalf("discarded at %v, before the lease ran out at %v", recs[0].At, last.LeaseDeadline)
 	}
 	m, deliveries := decodeStored(t, recs[0].Message)
-	if m.ID != "a" || m.Recoveries != 3 || m.Attempt != 0 || string(m.Payload) != "payload of a" || deliveries != 3 {
+	if m.ID != "a" || m.Recoveries != 3 || m.Retries != 0 || string(m.Payload) != "payload of a" || deliveries != 3 {
 		t.Fatalf("discarded %s: recoveries %d, attempt %d, payload %q, deliveries %d; want a, 3, 0, its payload, 3",
-			m.ID, m.Recoveries, m.Attempt, m.Payload, deliveries)
+			m.ID, m.Recoveries, m.Retries, m.Payload, deliveries)
 	}
 
 	// The crashed worker's delivery stays fenced off.

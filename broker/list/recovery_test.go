@@ -40,9 +40,9 @@ func TestStaleTokenAfterReapIsLeaseLost(t *testing.T) {
 		t.Fatalf("leases after a stale extend: %d (%v), want 0", n, err)
 	}
 	fresh := fetch(t, c, 1)[0]
-	if fresh.ID != "a" || fresh.Recoveries != 1 || fresh.Attempt != 0 || fresh.Token == stale.Token {
+	if fresh.ID != "a" || fresh.Recoveries != 1 || fresh.Retries != 0 || fresh.Token == stale.Token {
 		t.Fatalf("redelivery: id %s recoveries %d attempt %d token %s (stale %s)",
-			fresh.ID, fresh.Recoveries, fresh.Attempt, fresh.Token, stale.Token)
+			fresh.ID, fresh.Recoveries, fresh.Retries, fresh.Token, stale.Token)
 	}
 	checks := map[string]error{
 		"ack":     c.Ack(ctx, stale),
@@ -200,7 +200,7 @@ func TestReusedLiveIDIsLeasedApart(t *testing.T) {
 	if err := c.Retry(ctx, d[0], time.Time{}); err != nil {
 		t.Fatalf("retry of the second a after the first was acked: %v", err)
 	}
-	if again := fetch(t, c, 10); len(again) != 1 || string(again[0].Payload) != "another payload" || again[0].Attempt != 1 {
+	if again := fetch(t, c, 10); len(again) != 1 || string(again[0].Payload) != "another payload" || again[0].Retries != 1 {
 		t.Fatalf("after retry fetched %v, want the second a at attempt 1", ids(again))
 	}
 }

@@ -58,7 +58,7 @@
 // "conveyor: poison: lease expired <n> times" and its recoveries set to n.
 // The driver logs the entry and message IDs at Warn and counts them in
 // Stats().Poisoned. Recoveries are not attempts: handler failures (retries)
-// are counted apart, in Message.Attempt.
+// are counted apart, in Message.Retries.
 //
 // # Deletion, never trimming
 //

@@ -94,7 +94,7 @@ func TestStoredRefusesWhatOnlyEnqueueDoes(t *testing.T) {
 		"run-at":     {func(m *broker.Message) { m.RunAt = time.Now().Add(time.Minute) }, broker.ErrInvalidMessage},
 		"past run-at": {func(m *broker.Message) { m.RunAt = time.Now().Add(-time.Minute) },
 			broker.ErrInvalidMessage},
-		"negative attempt": {func(m *broker.Message) { m.Attempt = -1 }, broker.ErrInvalidMessage},
+		"negative attempt": {func(m *broker.Message) { m.Retries = -1 }, broker.ErrInvalidMessage},
 	} {
 		m := *ok
 		tc.edit(&m)
@@ -183,8 +183,8 @@ func TestAppScriptJobIsFetchedRetriedAcked(t *testing.T) {
 	}
 	d := brokertest.FetchOne(t, c, 5*time.Second)
 	sameMessage(t, &d.Message, m1)
-	if d.Attempt != 0 || d.Recoveries != 0 || d.Group != "conveyor" {
-		t.Fatalf("first delivery: attempt %d recoveries %d group %q", d.Attempt, d.Recoveries, d.Group)
+	if d.Retries != 0 || d.Recoveries != 0 || d.Group != "conveyor" {
+		t.Fatalf("first delivery: attempt %d recoveries %d group %q", d.Retries, d.Recoveries, d.Group)
 	}
 	at := time.Now().Add(300 * time.Millisecond)
 	if err := c.Retry(ctx, d, at); err != nil {
@@ -195,8 +195,8 @@ func TestAppScriptJobIsFetchedRetriedAcked(t *testing.T) {
 		t.Fatalf("retry delivered %v before its time", at.Sub(now))
 	}
 	sameMessage(t, &d.Message, m1)
-	if d.Attempt != 1 {
-		t.Fatalf("retried delivery has attempt %d, want 1", d.Attempt)
+	if d.Retries != 1 {
+		t.Fatalf("retried delivery has attempt %d, want 1", d.Retries)
 	}
 	if err := c.Ack(ctx, d); err != nil {
 		t.Fatalf("Ack: %v", err)
@@ -257,8 +257,8 @@ func TestAppScriptJobIsRecoveredAndDiscarded(t *testing.T) {
 	live := brokertest.Open(t, e.d, q, lease)
 	d1 := brokertest.FetchOne(t, live, 5*time.Second)
 	sameMessage(t, &d1.Message, m)
-	if d1.Recoveries != 1 || d1.Attempt != 0 {
-		t.Fatalf("taken over with recoveries %d attempt %d, want 1 and 0", d1.Recoveries, d1.Attempt)
+	if d1.Recoveries != 1 || d1.Retries != 0 {
+		t.Fatalf("taken over with recoveries %d attempt %d, want 1 and 0", d1.Recoveries, d1.Retries)
 	}
 	ctx := brokertest.Context(t, 30*time.Second)
 	if err := dead.Ack(ctx, d0); !errors.Is(err, broker.ErrLeaseLost) {

@@ -97,7 +97,7 @@ func TestFetchCancelReleases(t *testing.T) {
 	e.enqueue(msg("q", "late"))
 	c2 := e.open("q", time.Minute)
 	d := e.fetch(c2, 10)
-	if len(d) != 1 || d[0].ID != "late" || d[0].Attempt != 0 || d[0].Recoveries != 0 || d[0].Token != d[0].Receipt+"/1" {
+	if len(d) != 1 || d[0].ID != "late" || d[0].Retries != 0 || d[0].Recoveries != 0 || d[0].Token != d[0].Receipt+"/1" {
 		t.Fatalf("c2 got %v, want the released entry with fresh counters", ids(d))
 	}
 	closeCtx, cancelClose := context.WithTimeout(context.Background(), 10*time.Second)

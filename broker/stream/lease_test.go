@@ -25,9 +25,9 @@ func TestFencingReclaimedEntry(t *testing.T) {
 	// c2 finds nothing new; it blocks and retries until the lease of d1 is
 	// 100ms idle and XAUTOCLAIM hands it over.
 	d2 := e.fetch(c2, 1)[0]
-	if d2.ID != "a" || d2.Receipt != d1.Receipt || d2.Token != d2.Receipt+"/2" || d2.Recoveries != 1 || d2.Attempt != 0 {
+	if d2.ID != "a" || d2.Receipt != d1.Receipt || d2.Token != d2.Receipt+"/2" || d2.Recoveries != 1 || d2.Retries != 0 {
 		t.Fatalf("reclaimed delivery: id %s receipt %s/%s token %s recoveries %d attempt %d",
-			d2.ID, d2.Receipt, d1.Receipt, d2.Token, d2.Recoveries, d2.Attempt)
+			d2.ID, d2.Receipt, d1.Receipt, d2.Token, d2.Recoveries, d2.Retries)
 	}
 
 	ctx := context.Background()
@@ -122,15 +122,15 @@ func TestRecoveriesCarried(t *testing.T) {
 	}
 	c3 := e.open("q", time.Minute)
 	d = e.fetch(c3, 1)[0]
-	if d.Recoveries != 1 || d.Attempt != 1 || !strings.HasSuffix(d.Token, "/1") {
-		t.Fatalf("after retry: recoveries %d attempt %d token %s, want 1 1 1", d.Recoveries, d.Attempt, d.Token)
+	if d.Recoveries != 1 || d.Retries != 1 || !strings.HasSuffix(d.Token, "/1") {
+		t.Fatalf("after retry: recoveries %d attempt %d token %s, want 1 1 1", d.Recoveries, d.Retries, d.Token)
 	}
 	if err := c3.Release(ctx, d); err != nil {
 		t.Fatal(err)
 	}
 	d = e.fetch(c3, 1)[0]
-	if d.Recoveries != 1 || d.Attempt != 1 {
-		t.Fatalf("after release: recoveries %d attempt %d, want 1 1", d.Recoveries, d.Attempt)
+	if d.Recoveries != 1 || d.Retries != 1 {
+		t.Fatalf("after release: recoveries %d attempt %d, want 1 1", d.Recoveries, d.Retries)
 	}
 	if err := c3.Ack(ctx, d); err != nil {
 		t.Fatal(err)

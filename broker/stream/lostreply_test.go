@@ -188,8 +188,8 @@ func TestLostFetchReplyCountsNoRecovery(t *testing.T) {
 				return
 			}
 			got := l.fetch(l.lostBy, 1)[0]
-			if got.ID != "lost" || got.Recoveries != 0 || got.Attempt != 0 {
-				t.Fatalf("after the lost fetch: %s with %d recoveries, attempt %d; want lost, 0, 0", got.ID, got.Recoveries, got.Attempt)
+			if got.ID != "lost" || got.Recoveries != 0 || got.Retries != 0 {
+				t.Fatalf("after the lost fetch: %s with %d recoveries, attempt %d; want lost, 0, 0", got.ID, got.Recoveries, got.Retries)
 			}
 			if owner, count, _, ok := l.pending("q", held.Receipt); !ok || owner != stream.ConsumerName(cons) || count != 1 {
 				t.Fatalf("the delivery the consumer held: pending %v, owner %q, count %d", ok, owner, count)

@@ -74,7 +74,7 @@ func TestScriptsRunOnMiniredis(t *testing.T) {
 	got := map[string]int{}
 	for len(got) < 2 {
 		for _, d := range fetch() {
-			got[d.ID] = d.Attempt
+			got[d.ID] = d.Retries
 			if err := c.Release(ctx, d); err != nil {
 				t.Fatalf("release: %v", err)
 			}

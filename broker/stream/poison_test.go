@@ -45,8 +45,8 @@ func backends(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient)) {
 func (e *env) fetchExpecting(c broker.Consumer, id string, recoveries int) *broker.Delivery {
 	e.t.Helper()
 	d := e.fetch(c, 10)
-	if len(d) != 1 || d[0].ID != id || d[0].Recoveries != recoveries || d[0].Attempt != 0 {
-		e.t.Fatalf("fetched %v, want only %s with Recoveries %d, Attempt 0 (got %+v)", ids(d), id, recoveries, d[0].Message)
+	if len(d) != 1 || d[0].ID != id || d[0].Recoveries != recoveries || d[0].Retries != 0 {
+		e.t.Fatalf("fetched %v, want only %s with Recoveries %d, Retries 0 (got %+v)", ids(d), id, recoveries, d[0].Message)
 	}
 	return d[0]
 }
@@ -126,8 +126,8 @@ func TestPoisonDiscarded(t *testing.T) {
 			t.Fatalf("discarded at %v, want about now", recs[0].At)
 		}
 		m := msgs[0]
-		if m.ID != "a" || m.Recoveries != 3 || m.Attempt != 0 || !bytes.Equal(m.Payload, []byte("payload of a")) {
-			t.Fatalf("discarded message %s recoveries %d attempt %d payload %q, want a, 3, 0", m.ID, m.Recoveries, m.Attempt, m.Payload)
+		if m.ID != "a" || m.Recoveries != 3 || m.Retries != 0 || !bytes.Equal(m.Payload, []byte("payload of a")) {
+			t.Fatalf("discarded message %s recoveries %d attempt %d payload %q, want a, 3, 0", m.ID, m.Recoveries, m.Retries, m.Payload)
 		}
 		if s := e.d.Stats(); s.Poisoned != 1 || s.Reclaimed != 2 {
 			t.Fatalf("Stats() = %+v, want Poisoned 1, Reclaimed 2", s)

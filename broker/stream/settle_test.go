@@ -44,7 +44,7 @@ func TestRetryThenNoKeysLeft(t *testing.T) {
 			if _, dup := attempts[d.ID]; dup {
 				t.Fatalf("%s delivered twice", d.ID)
 			}
-			attempts[d.ID] = d.Attempt
+			attempts[d.ID] = d.Retries
 			if d.Recoveries != 0 || d.Payload == nil {
 				t.Fatalf("%s: recoveries %d payload %q", d.ID, d.Recoveries, d.Payload)
 			}

@@ -112,7 +112,7 @@ func runJobs(ctx context.Context, args []string, std stdio) error {
 		case conveyor.JobDiscarded:
 			v = ago(now, j.DiscardedAt) + "\t" + cell(j.Reason, 60)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", cell(j.ID, 64), cell(j.Kind, 40), j.Attempt, v)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", cell(j.ID, 64), cell(j.Kind, 40), j.Attempt(), v)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -175,9 +175,9 @@ func runJob(ctx context.Context, args []string, std stdio) error {
 	row("Queue:", j.Queue)
 	row("Kind:", cell(j.Kind, 200))
 	row("State:", stateName(j.State))
-	attempts := fmt.Sprint(j.Attempt)
+	attempts := fmt.Sprint(j.Attempt())
 	if j.MaxAttempts > 0 {
-		attempts += fmt.Sprintf(" (at most %d runs)", j.MaxAttempts)
+		attempts += fmt.Sprintf(" of %d", j.MaxAttempts)
 	}
 	row("Attempt:", attempts)
 	row("Recoveries:", j.Recoveries)

@@ -52,7 +52,7 @@ func TestJobs(t *testing.T) {
 			}
 		}
 		r := e.ok("jobs", "work", "-state", "discarded")
-		if f := fields(r.out, "d2"); len(f) < 5 || f[1] != "sms" || f[2] != "0" || strings.Join(f[len(f)-2:], " ") != "boom d2" {
+		if f := fields(r.out, "d2"); len(f) < 5 || f[1] != "sms" || f[2] != "1" || strings.Join(f[len(f)-2:], " ") != "boom d2" {
 			t.Errorf("discarded row of d2 = %q, want its kind, attempt, when and reason:\n%s", f, r.out)
 		}
 

@@ -106,7 +106,7 @@ type jobOut struct {
 func newJobOut(j *conveyor.JobInfo) jobOut {
 	o := jobOut{
 		ID: j.ID, Queue: j.Queue, Kind: j.Kind, State: stateName(j.State),
-		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, Recoveries: j.Recoveries, TimeoutMS: j.Timeout.Milliseconds(),
+		Attempt: j.Attempt(), MaxAttempts: j.MaxAttempts, Recoveries: j.Recoveries, TimeoutMS: j.Timeout.Milliseconds(),
 		EnqueuedAt: j.EnqueuedAt.UTC(), RunAt: j.RunAt.UTC(), LeaseDeadline: j.LeaseDeadline.UTC(), LeasedAt: j.LeasedAt.UTC(),
 		Consumer: j.Consumer, Reason: j.Reason, DiscardedAt: j.DiscardedAt.UTC(), Headers: j.Headers,
 		Payload: string(j.Payload), PayloadEncoding: "text",

@@ -33,7 +33,7 @@ func TestRedrive(t *testing.T) {
 		}
 		var j jobOut
 		e.json(&j, "job", "work", "d2")
-		if j.State != "ready" || j.Attempt != 0 {
+		if j.State != "ready" || j.Attempt != 1 {
 			t.Errorf("re-driven d2: %+v", j)
 		}
 		r = e.ok("redrive", "work", "-yes")

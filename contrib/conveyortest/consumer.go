@@ -158,7 +158,7 @@ func (c *consumer) requeue(dl *broker.Delivery, at time.Time, failed bool) error
 	return c.settle([]*broker.Delivery{dl}, func(q *queue, e *entry, _ *broker.Delivery, now time.Time) {
 		delete(q.inflight, e.receipt)
 		if failed {
-			e.msg.Attempt++
+			e.msg.Retries++
 			q.failed++
 		}
 		if due := dueMs(at); due > now.UnixMilli() {

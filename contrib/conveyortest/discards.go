@@ -213,7 +213,7 @@ func (d *Driver) Redrive(ctx context.Context, queue string, f broker.DiscardFilt
 	q := d.queue(queue)
 	for _, x := range taken {
 		m := x.Message
-		m.Attempt, m.Recoveries = 0, 0
+		m.Retries, m.Recoveries = 0, 0
 		q.ready = append(q.ready, d.newEntry(&m))
 	}
 	q.notify()

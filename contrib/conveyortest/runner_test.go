@@ -83,8 +83,8 @@ func TestRetryComesDueWhenClockAdvances(t *testing.T) {
 	}
 	e.clock.Advance(time.Millisecond)
 	res = drain(t, r, "default")
-	if !slices.Equal(outcomes(res), []conveyor.Outcome{conveyor.OutcomeAcked}) || res[0].Job.Attempt != 1 {
-		t.Fatalf("after the backoff: %v (attempt %d), want [acked] on attempt 1", outcomes(res), res[0].Job.Attempt)
+	if !slices.Equal(outcomes(res), []conveyor.Outcome{conveyor.OutcomeAcked}) || res[0].Job.Attempt() != 2 {
+		t.Fatalf("after the backoff: %v (attempt %d), want [acked] on attempt 2", outcomes(res), res[0].Job.Attempt())
 	}
 }
 

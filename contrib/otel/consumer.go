@@ -31,7 +31,7 @@ import (
 //
 // It also records the process metrics when the delivery is over:
 // messaging.process.duration (the chain's run), conveyor.job.queue_wait
-// (runs of jobs with Attempt 0 and no recoveries, from conveyor.ReadyAt),
+// (runs of jobs with Retries 0 and no recoveries, from conveyor.ReadyAt),
 // conveyor.jobs.processed, .failed, .retried, .discarded and .lease_lost.
 // A run postponed or handed back at shutdown is not counted as processed.
 //
@@ -50,7 +50,7 @@ func (i *Instrumentation) Middleware() conveyor.Middleware {
 				trace.WithAttributes(a.span...),
 				trace.WithAttributes(
 					semconv.MessagingMessageID(job.ID),
-					AttemptKey.Int(job.Attempt),
+					AttemptKey.Int(job.Attempt()),
 					RecoveriesKey.Int(job.Recoveries),
 				),
 			}
@@ -66,7 +66,7 @@ func (i *Instrumentation) Middleware() conveyor.Middleware {
 				}
 			}
 			ctx, span := i.tracer.Start(ctx, "process "+job.Queue, opts...)
-			r := &run{start: i.cfg.now(), first: job.Attempt == 0 && job.Recoveries == 0, readyAt: conveyor.ReadyAt(&job.Message)}
+			r := &run{start: i.cfg.now(), first: job.Retries == 0 && job.Recoveries == 0, readyAt: conveyor.ReadyAt(&job.Message)}
 			job.OnFinish(func(s conveyor.Settlement) { i.finish(span, a, r, s) })
 			defer func() {
 				p := recover()
@@ -101,7 +101,7 @@ type run struct {
 	start   time.Time
 	took    time.Duration
 	err     error
-	first   bool      // Attempt 0 and no recoveries: no earlier run failed or crashed
+	first   bool      // Retries 0 and no recoveries: no earlier run failed or crashed
 	readyAt time.Time // conveyor.ReadyAt of the message
 }
 

@@ -91,7 +91,7 @@ func TestMetricsAndOutcomes(t *testing.T) {
 						return job.Postpone(ctx, time.Now().Add(50*time.Millisecond))
 					}
 				case "flaky":
-					if job.Attempt == 0 {
+					if job.Retries == 0 {
 						return errors.New("flaky failure")
 					}
 				case "bad":

@@ -25,7 +25,7 @@ const System = "conveyor"
 const (
 	// KindKey is the job kind (the handler route).
 	KindKey = attribute.Key("conveyor.job.kind")
-	// AttemptKey is the job's Attempt (failed runs before this one).
+	// AttemptKey is the run's attempt number, from 1 (Message.Attempt).
 	AttemptKey = attribute.Key("conveyor.job.attempt")
 	// RecoveriesKey counts the job's crash recoveries before this run.
 	RecoveriesKey = attribute.Key("conveyor.job.recoveries")

@@ -213,7 +213,7 @@ func TestProducerAndConsumerSpans(t *testing.T) {
 					"messaging.system": "conveyor", "messaging.operation.name": "process",
 					"messaging.operation.type": "process", "messaging.destination.name": queue,
 					"messaging.message.id": m.ID, "conveyor.job.kind": "email",
-					"conveyor.job.attempt": 0, "conveyor.job.outcome": "acked",
+					"conveyor.job.attempt": 1, "conveyor.job.outcome": "acked",
 				}
 				group, hasGroup := attrs(cons.Attributes())["messaging.consumer.group.name"]
 				if drv.Name == "stream" {
@@ -270,7 +270,7 @@ func TestRetriedJobSpans(t *testing.T) {
 			}
 			errFlaky := errors.New("upstream 503")
 			run(t, d, tel, func(ctx context.Context, job *conveyor.Job) error {
-				if job.Attempt < 2 {
+				if job.Retries < 2 {
 					return errFlaky
 				}
 				return nil
@@ -284,7 +284,7 @@ func TestRetriedJobSpans(t *testing.T) {
 			}
 			for n, s := range runs {
 				a := attrs(s.Attributes())
-				if got := a["conveyor.job.attempt"].AsInt64(); got != int64(n) {
+				if got := a["conveyor.job.attempt"].AsInt64(); got != int64(n+1) {
 					t.Errorf("run %d: attempt %d", n, got)
 				}
 				if len(s.Links()) != 1 || s.Links()[0].SpanContext.SpanID() != prod[0].SpanContext().SpanID() {

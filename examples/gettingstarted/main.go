@@ -141,7 +141,7 @@ func run(ctx context.Context, rdb redis.UniversalClient, prefix string, out io.W
 	fmt.Fprintf(out, "reminder for order 1002 cancelled before it fired: %v\n", ok)
 
 	// Two receipts that fail: flaky.example fails once (retried), and
-	// down.example fails every time (discarded after 3 runs).
+	// down.example fails every time (discarded after attempt 3).
 	for _, email := range []string{"bob@flaky.example", "eve@down.example"} {
 		if _, err := client.Enqueue(ctx, "email.receipt", Receipt{OrderID: "1004", Email: email}, nil); err != nil {
 			return err
@@ -161,7 +161,7 @@ func run(ctx context.Context, rdb redis.UniversalClient, prefix string, out io.W
 		return err
 	}
 	for _, j := range page.Jobs {
-		fmt.Fprintf(out, "in the discard queue: %s %s after %d runs: %s\n", j.ID, j.Kind, j.Attempt+1, j.Reason)
+		fmt.Fprintf(out, "in the discard queue: %s %s after attempt %d: %s\n", j.ID, j.Kind, j.Attempt(), j.Reason)
 	}
 
 	// down.example is back: run the discarded receipts again.

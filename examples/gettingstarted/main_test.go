@@ -113,7 +113,7 @@ func checkProgram(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		regexp.MustCompile(`(?m)^send to eve@down.example failed \(try 3\): smtp down.example: connection refused$`),
 		regexp.MustCompile(`(?m)^discarded [0-9A-Z]{26} \(email.receipt\): smtp down.example: connection refused$`),
 		regexp.MustCompile(`(?m)^sent to customer-of-1003@example.com \(try 1\): Your order 1003 is waiting for payment$`),
-		regexp.MustCompile(`(?m)^in the discard queue: [0-9A-Z]{26} email.receipt after 3 runs: smtp down.example: connection refused$`),
+		regexp.MustCompile(`(?m)^in the discard queue: [0-9A-Z]{26} email.receipt after attempt 3: smtp down.example: connection refused$`),
 		regexp.MustCompile(`(?m)^re-drove 1 job\(s\)$`),
 		regexp.MustCompile(`(?m)^sent to eve@down.example \(try 4\): Your receipt for order 1004$`),
 		regexp.MustCompile(`(?m)^queue emails: ready=0 in_flight=0 delayed=0 discarded=0 processed=4 failed=4$`),

@@ -18,7 +18,7 @@ func (a *demo) showQueue(ctx context.Context) error {
 	}
 	a.printf("discard queue of %q (conveyor.Inspector): %d job(s)", queue, page.Total)
 	for _, j := range page.Jobs {
-		a.printf("  %s  kind=%s  runs=%d  reason=%q", j.ID, j.Kind, j.Attempt+1, j.Reason)
+		a.printf("  %s  kind=%s  attempt=%d  reason=%q", j.ID, j.Kind, j.Attempt(), j.Reason)
 	}
 	q, err := a.insp.Queue(ctx, queue)
 	if err != nil {

@@ -66,9 +66,9 @@ type config struct {
 	// RetryDelay is the wait before a failed timeout job runs again.
 	// Defaults to 200ms.
 	RetryDelay time.Duration
-	// MaxRuns caps the runs of a timeout job; a failure of the last run
+	// MaxAttempts caps the attempts of a timeout job; a failure of the last one
 	// discards it. Defaults to 3.
-	MaxRuns int
+	MaxAttempts int
 	// RaceOrders is how many orders take part in the photo finish.
 	// Defaults to 20.
 	RaceOrders int
@@ -83,8 +83,8 @@ func (c config) withDefaults() config {
 	if c.RetryDelay == 0 {
 		c.RetryDelay = 200 * time.Millisecond
 	}
-	if c.MaxRuns == 0 {
-		c.MaxRuns = 3
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = 3
 	}
 	if c.RaceOrders == 0 {
 		c.RaceOrders = 20
@@ -161,7 +161,7 @@ func run(ctx context.Context, rdb redis.UniversalClient, logger *slog.Logger, w 
 		cancelled: map[string]bool{}, beaten: map[string]bool{},
 	}
 	a.printf("ordertimeout: payment window %v; a failed timeout job runs again after %v, %d runs at most",
-		cfg.Window, cfg.RetryDelay, cfg.MaxRuns)
+		cfg.Window, cfg.RetryDelay, cfg.MaxAttempts)
 
 	// The worker side: one handler, a short retry policy, and a hook that
 	// sees every job the pool discards.
@@ -170,7 +170,7 @@ func run(ctx context.Context, rdb redis.UniversalClient, logger *slog.Logger, w 
 	pool, err := worker.NewPool(d, mux, &worker.Config{
 		Queue:       queue,
 		Concurrency: 8,
-		Retry:       &retry.Rules{Policy: retry.Constant(cfg.RetryDelay), MaxAttempts: cfg.MaxRuns},
+		Retry:       &retry.Rules{Policy: retry.Constant(cfg.RetryDelay), MaxAttempts: cfg.MaxAttempts},
 		OnDiscard:   a.onDiscard,
 		Logger:      logger,
 	})
@@ -181,7 +181,7 @@ func run(ctx context.Context, rdb redis.UniversalClient, logger *slog.Logger, w 
 	// demo takes far longer than it should.
 	waitCtx, cancelWait := context.WithCancelCause(ctx)
 	defer cancelWait(nil)
-	waitCtx, cancelDeadline := context.WithTimeout(waitCtx, cfg.Window+time.Duration(cfg.MaxRuns)*cfg.RetryDelay+30*time.Second)
+	waitCtx, cancelDeadline := context.WithTimeout(waitCtx, cfg.Window+time.Duration(cfg.MaxAttempts)*cfg.RetryDelay+30*time.Second)
 	defer cancelDeadline()
 	poolCtx, stopPool := context.WithCancel(ctx)
 	defer stopPool()
@@ -352,7 +352,7 @@ func (a *demo) pay(ctx context.Context, id string) error {
 // (the stock goes back through a service that can fail) and each is safe to
 // repeat, so a run that failed half-way is simply run again.
 func (a *demo) onTimeout(ctx context.Context, job *conveyor.Job, t timeoutArgs) error {
-	id, runNo := t.OrderID, job.Attempt+1
+	id, attempt := t.OrderID, job.Attempt()
 	won, state, err := a.shop.transition(ctx, id, unpaid, cancelled)
 	if err != nil {
 		return err // retried by the pool's rules
@@ -383,18 +383,18 @@ func (a *demo) onTimeout(ctx context.Context, job *conveyor.Job, t timeoutArgs) 
 	if err != nil {
 		if a.story[id] {
 			next := fmt.Sprintf("retried in %v", a.cfg.RetryDelay)
-			if runNo >= a.cfg.MaxRuns {
-				next = "no runs left"
+			if attempt >= a.cfg.MaxAttempts {
+				next = "no attempts left"
 			}
-			a.printf("order %s: run %d of %d failed: %v; %s", id, runNo, a.cfg.MaxRuns, err, next)
+			a.printf("order %s: attempt %d of %d failed: %v; %s", id, attempt, a.cfg.MaxAttempts, err, next)
 		}
 		return err
 	}
 	if a.story[id] {
 		if returned {
-			a.printf("order %s: stock returned (run %d of %d)", id, runNo, a.cfg.MaxRuns)
+			a.printf("order %s: stock returned (attempt %d of %d)", id, attempt, a.cfg.MaxAttempts)
 		} else {
-			a.printf("order %s: stock was already returned (run %d of %d)", id, runNo, a.cfg.MaxRuns)
+			a.printf("order %s: stock was already returned (attempt %d of %d)", id, attempt, a.cfg.MaxAttempts)
 		}
 	}
 	a.events.fire(id + " stock returned")
@@ -408,7 +408,7 @@ func (a *demo) onDiscard(_ context.Context, job *conveyor.Job, reason string) {
 		a.printf("job %s discarded: %s", job.ID, reason)
 		return
 	}
-	a.printf("order %s: job %s discarded after %d runs: %s", t.OrderID, job.ID, job.Attempt+1, reason)
+	a.printf("order %s: job %s discarded after attempt %d: %s", t.OrderID, job.ID, job.Attempt(), reason)
 	a.events.fire(t.OrderID + " discarded")
 }
 

@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 // testConfig runs the demo at test pace: a 300ms payment window, 50ms
 // between runs of a failed job.
 func testConfig(prefix string) config {
-	return config{Window: 300 * time.Millisecond, RetryDelay: 50 * time.Millisecond, MaxRuns: 3, RaceOrders: 20, Prefix: prefix}
+	return config{Window: 300 * time.Millisecond, RetryDelay: 50 * time.Millisecond, MaxAttempts: 3, RaceOrders: 20, Prefix: prefix}
 }
 
 // checkDemo runs the demo end to end and checks its story: the payment wins
@@ -56,8 +56,8 @@ func checkDemo(t *testing.T, rdb redis.UniversalClient, prefix string) string {
 		},
 		{
 			"order 1002: payment timer fired: the timeout won the race; order cancelled",
-			"order 1002: run 1 of 3 failed: stock service: request timed out; retried in 50ms",
-			"order 1002: stock returned (run 2 of 3)",
+			"order 1002: attempt 1 of 3 failed: stock service: request timed out; retried in 50ms",
+			"order 1002: stock returned (attempt 2 of 3)",
 			"final: order 1002 is cancelled",
 		},
 		{
@@ -67,14 +67,14 @@ func checkDemo(t *testing.T, rdb redis.UniversalClient, prefix string) string {
 		},
 		{
 			"order 1004: payment timer fired: the timeout won the race; order cancelled",
-			"order 1004: run 1 of 3 failed: stock service: warehouse unreachable; retried in 50ms",
-			"order 1004: run 2 of 3 failed: stock service: warehouse unreachable; retried in 50ms",
-			"order 1004: run 3 of 3 failed: stock service: warehouse unreachable; no runs left",
-			"order 1004: job order:1004:timeout discarded after 3 runs: stock service: warehouse unreachable",
+			"order 1004: attempt 1 of 3 failed: stock service: warehouse unreachable; retried in 50ms",
+			"order 1004: attempt 2 of 3 failed: stock service: warehouse unreachable; retried in 50ms",
+			"order 1004: attempt 3 of 3 failed: stock service: warehouse unreachable; no attempts left",
+			"order 1004: job order:1004:timeout discarded after attempt 3: stock service: warehouse unreachable",
 			`discard queue of "orders" (conveyor.Inspector): 1 job(s)`,
-			`  order:1004:timeout  kind=order.timeout  runs=3  reason="stock service: warehouse unreachable"`,
+			`  order:1004:timeout  kind=order.timeout  attempt=3  reason="stock service: warehouse unreachable"`,
 			"order 1004: the stock service is repaired; re-driving order:1004:timeout with Inspector.Redrive",
-			"order 1004: stock returned (run 1 of 3)",
+			"order 1004: stock returned (attempt 1 of 3)",
 			"final: order 1004 is cancelled",
 		},
 	} {
@@ -88,7 +88,7 @@ func checkDemo(t *testing.T, rdb redis.UniversalClient, prefix string) string {
 			at += i + len(line)
 		}
 	}
-	for _, never := range []string{"order 1001: payment timer fired", "order 1002: run 2 of 3 failed", "stock was already returned", "order 2001"} {
+	for _, never := range []string{"order 1001: payment timer fired", "order 1002: attempt 2 of 3 failed", "stock was already returned", "order 2001"} {
 		if strings.Contains(got, never) {
 			t.Errorf("output has %q:\n%s", never, got)
 		}

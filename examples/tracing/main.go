@@ -306,7 +306,7 @@ func checkout(ctx context.Context, cfg config, out io.Writer, tracer trace.Trace
 	enqueued := map[string]time.Time{} // by kind; written before the pool starts
 	mux := worker.NewMux()
 	worker.Handle(mux, kindEmail, func(ctx context.Context, job *conveyor.Job, a orderArgs) error {
-		fmt.Fprintf(out, "%-16s run %d: confirmation for order %s sent\n", job.Kind, job.Attempt+1, a.OrderID)
+		fmt.Fprintf(out, "%-16s run %d: confirmation for order %s sent\n", job.Kind, job.Attempt(), a.OrderID)
 		succeeded <- job.Kind
 		return nil
 	})
@@ -315,19 +315,19 @@ func checkout(ctx context.Context, cfg config, out io.Writer, tracer trace.Trace
 		// process span, so this one nests under it.
 		_, span := tracer.Start(ctx, "payment gateway")
 		defer span.End()
-		if job.Attempt == 0 {
+		if job.Attempt() == 1 {
 			err := errors.New("payment gateway timed out")
 			span.SetStatus(codes.Error, err.Error())
-			fmt.Fprintf(out, "%-16s run %d: %v; retried in %v\n", job.Kind, job.Attempt+1, err, cfg.RetryDelay)
+			fmt.Fprintf(out, "%-16s run %d: %v; retried in %v\n", job.Kind, job.Attempt(), err, cfg.RetryDelay)
 			return err
 		}
-		fmt.Fprintf(out, "%-16s run %d: order %s captured\n", job.Kind, job.Attempt+1, a.OrderID)
+		fmt.Fprintf(out, "%-16s run %d: order %s captured\n", job.Kind, job.Attempt(), a.OrderID)
 		succeeded <- job.Kind
 		return nil
 	})
 	worker.Handle(mux, kindReminder, func(ctx context.Context, job *conveyor.Job, a orderArgs) error {
 		fmt.Fprintf(out, "%-16s run %d: reminder for order %s, %v after enqueue (delay %v)\n",
-			job.Kind, job.Attempt+1, a.OrderID, time.Since(enqueued[job.Kind]).Round(time.Millisecond), cfg.Delay)
+			job.Kind, job.Attempt(), a.OrderID, time.Since(enqueued[job.Kind]).Round(time.Millisecond), cfg.Delay)
 		succeeded <- job.Kind
 		return nil
 	})

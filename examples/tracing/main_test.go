@@ -368,12 +368,12 @@ func checkSpans(t *testing.T, spans []span, w want) {
 		t.FailNow()
 	}
 	pay := runs[kindPayment]
-	if pay[0].Attrs["conveyor.job.attempt"] != "0" {
+	if pay[0].Attrs["conveyor.job.attempt"] != "1" {
 		pay[0], pay[1] = pay[1], pay[0]
 	}
 	failed, retried := pay[0], pay[1]
-	if failed.Attrs["conveyor.job.attempt"] != "0" || retried.Attrs["conveyor.job.attempt"] != "1" {
-		t.Errorf("payment runs have attempts %q and %q, want 0 and 1", failed.Attrs["conveyor.job.attempt"], retried.Attrs["conveyor.job.attempt"])
+	if failed.Attrs["conveyor.job.attempt"] != "1" || retried.Attrs["conveyor.job.attempt"] != "2" {
+		t.Errorf("payment runs have attempts %q and %q, want 1 and 2", failed.Attrs["conveyor.job.attempt"], retried.Attrs["conveyor.job.attempt"])
 	}
 	if !failed.StatusError || failed.StatusMessage != "payment gateway timed out" ||
 		failed.Attrs["error.type"] == "" || failed.Attrs["conveyor.job.outcome"] != "retried" ||
@@ -403,7 +403,7 @@ func checkSpans(t *testing.T, spans []span, w want) {
 			t.Errorf("no payment gateway span under payment run %s (attempt %s)", run.SpanID, run.Attrs["conveyor.job.attempt"])
 			continue
 		}
-		if g.StatusError != (run.Attrs["conveyor.job.attempt"] == "0") {
+		if g.StatusError != (run.Attrs["conveyor.job.attempt"] == "1") {
 			t.Errorf("payment gateway span of attempt %s: error %v", run.Attrs["conveyor.job.attempt"], g.StatusError)
 		}
 	}

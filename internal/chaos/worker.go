@@ -137,7 +137,7 @@ func runWorker(args []string) error {
 	mux := worker.NewMux()
 	worker.Handle(mux, jobKind, func(ctx context.Context, job *conveyor.Job, a jobArgs) error {
 		r := runs.Add(1)
-		ev.emit("S %d %d %s %d %d %d", r, time.Now().UnixMilli(), job.ID, a.Seq, job.Recoveries, job.Attempt)
+		ev.emit("S %d %d %s %d %d %d", r, time.Now().UnixMilli(), job.ID, a.Seq, job.Recoveries, job.Retries)
 		job.OnFinish(func(s conveyor.Settlement) { ev.emit("F %d %s", r, s.Outcome) })
 		t := time.NewTimer(time.Duration(a.Ms) * time.Millisecond)
 		select {
@@ -148,7 +148,7 @@ func runWorker(args []string) error {
 			return context.Cause(ctx)
 		}
 		switch {
-		case job.Attempt < a.Fail:
+		case job.Retries < a.Fail:
 			ev.emit("E %d", r)
 			return errors.New("chaos: planned failure")
 		case a.Discard:

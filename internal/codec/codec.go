@@ -38,7 +38,7 @@ const maxTimeoutMs = uint64(math.MaxInt64 / time.Millisecond)
 // Header is the part of an encoded message that scripts read and rewrite.
 type Header struct {
 	Deliveries int
-	Attempt    int
+	Retries    int
 	Recoveries int
 	ID         string
 }
@@ -60,7 +60,7 @@ func Append(b []byte, m *broker.Message, deliveries int) []byte {
 	b = append(b, version, ',')
 	b = strconv.AppendInt(b, int64(deliveries), 10)
 	b = append(b, ',')
-	b = strconv.AppendInt(b, int64(m.Attempt), 10)
+	b = strconv.AppendInt(b, int64(m.Retries), 10)
 	b = append(b, ',')
 	b = strconv.AppendInt(b, int64(m.Recoveries), 10)
 	b = append(b, ',')
@@ -113,7 +113,7 @@ func Decode(data []byte, m *broker.Message) (deliveries int, err error) {
 	if err != nil {
 		return 0, err
 	}
-	m.ID, m.Attempt, m.Recoveries = h.ID, h.Attempt, h.Recoveries
+	m.ID, m.Retries, m.Recoveries = h.ID, h.Retries, h.Recoveries
 	r := reader{b: data[n:]}
 	m.Kind = string(r.bytes())
 	if p := r.bytes(); len(p) > 0 {
@@ -186,7 +186,7 @@ func ParseHeader(data []byte) (Header, int, error) {
 	if idLen > len(data)-i {
 		return h, 0, fmt.Errorf("%w: id length %d", ErrMalformed, idLen)
 	}
-	h = Header{Deliveries: fields[0], Attempt: fields[1], Recoveries: fields[2], ID: string(data[i : i+idLen])}
+	h = Header{Deliveries: fields[0], Retries: fields[1], Recoveries: fields[2], ID: string(data[i : i+idLen])}
 	return h, i + idLen, nil
 }
 

@@ -19,7 +19,7 @@ func TestRoundTrip(t *testing.T) {
 	in := &broker.Message{
 		ID: "order:123:timeout", Kind: "order.cancel", Payload: []byte{0, 1, 2, 0xff, ','},
 		Headers: map[string]string{"traceparent": "00-abc", "": "empty key"},
-		Attempt: 3, Recoveries: 2, MaxAttempts: 7, Timeout: 1500 * time.Millisecond,
+		Retries: 3, Recoveries: 2, MaxAttempts: 7, Timeout: 1500 * time.Millisecond,
 		EnqueuedAt: time.UnixMilli(1_700_000_000_123),
 	}
 	data := Encode(in, 42)
@@ -46,7 +46,7 @@ func TestDecodeString(t *testing.T) {
 	t.Parallel()
 	in := &broker.Message{
 		ID: "order:1", Kind: "k", Payload: []byte("payload"),
-		Headers: map[string]string{"a": "b"}, Attempt: 1, MaxAttempts: 3,
+		Headers: map[string]string{"a": "b"}, Retries: 1, MaxAttempts: 3,
 	}
 	s := string(Encode(in, 7))
 	before := strings.Clone(s)

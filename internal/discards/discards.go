@@ -137,7 +137,7 @@ func Decode(queue string, rec []byte) *broker.Discarded {
 	if _, err := codec.Decode(d.Message, &out.Message); err != nil {
 		out.Message = broker.Message{Queue: queue}
 		if h, _, herr := codec.ParseHeader(d.Message); herr == nil {
-			out.ID, out.Attempt, out.Recoveries = h.ID, h.Attempt, h.Recoveries
+			out.ID, out.Retries, out.Recoveries = h.ID, h.Retries, h.Recoveries
 		}
 		out.Raw = d.Message
 		return out

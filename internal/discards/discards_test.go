@@ -62,7 +62,7 @@ func msg(i int, kind string) *broker.Message {
 // 2 failed attempts and 1 recovery.
 func record(ms int64, reason string, m *broker.Message) string {
 	c := *m
-	c.Attempt, c.Recoveries = 2, 1
+	c.Retries, c.Recoveries = 2, 1
 	return fmt.Sprintf("d1,%d,%d:%s%s", ms, len(reason), reason, codec.Encode(&c, 3))
 }
 
@@ -242,8 +242,8 @@ func TestRedriveList(t *testing.T) {
 		if err != nil {
 			t.Fatalf("re-driven message does not decode: %v", err)
 		}
-		if d != 4 || m.Attempt != 0 || m.Recoveries != 0 || m.Kind != "pick" || m.MaxAttempts != 5 || m.Headers["h"] != "v" {
-			t.Fatalf("re-driven %s: deliveries %d, attempt %d, recoveries %d, %+v; want 4, 0, 0 and the rest kept", m.ID, d, m.Attempt, m.Recoveries, m)
+		if d != 4 || m.Retries != 0 || m.Recoveries != 0 || m.Kind != "pick" || m.MaxAttempts != 5 || m.Headers["h"] != "v" {
+			t.Fatalf("re-driven %s: deliveries %d, attempt %d, recoveries %d, %+v; want 4, 0, 0 and the rest kept", m.ID, d, m.Retries, m.Recoveries, m)
 		}
 		readyIDs = append(readyIDs, m.ID)
 	}
@@ -269,7 +269,7 @@ func TestRedriveStream(t *testing.T) {
 	for _, x := range xs[0].Messages {
 		var m broker.Message
 		s, _ := x.Values["m"].(string)
-		if d, err := codec.Decode([]byte(s), &m); err != nil || d != 3 || m.Attempt != 0 || m.Recoveries != 0 {
+		if d, err := codec.Decode([]byte(s), &m); err != nil || d != 3 || m.Retries != 0 || m.Recoveries != 0 {
 			t.Fatalf("re-driven entry: deliveries %d, %+v, %v; want 3 (as stored), attempt and recoveries 0", d, m, err)
 		}
 		ids = append(ids, m.ID)

@@ -171,7 +171,7 @@ func Decode(queue string, state broker.JobState, stored []byte) *broker.JobInfo 
 	if _, err := codec.Decode(stored, &j.Message); err != nil {
 		j.Message = broker.Message{}
 		if h, _, herr := codec.ParseHeader(stored); herr == nil {
-			j.ID, j.Attempt, j.Recoveries = h.ID, h.Attempt, h.Recoveries
+			j.ID, j.Retries, j.Recoveries = h.ID, h.Retries, h.Recoveries
 		}
 		j.Raw = append([]byte{}, stored...) // non-nil even when empty (an entry gone from the stream)
 	}

@@ -98,7 +98,7 @@ func TestRetryLaterWithoutChannelPermissionKeepsTheLease(t *testing.T) {
 		if err := c.Retry(ctx, ds[0], time.Now().Add(-time.Second)); err != nil {
 			t.Fatalf("Retry due now after the refused ones: %v, want the lease kept", err)
 		}
-		if ds, err = c.Fetch(ctx, 1); err != nil || len(ds) != 1 || ds[0].Attempt != 1 {
+		if ds, err = c.Fetch(ctx, 1); err != nil || len(ds) != 1 || ds[0].Retries != 1 {
 			t.Fatalf("fetch of the retried job: %v, %v", ds, err)
 		}
 	})

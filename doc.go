@@ -8,7 +8,7 @@
 //	// 1. A handler, typed at the edge.
 //	type Receipt struct{ OrderID string }
 //	mux := worker.NewMux()
-//	worker.Handle(mux, "email.receipt", func(ctx context.Context, job *conveyor.Job, r Receipt) error {
+//	worker.HandleJSON(mux, "email.receipt", func(ctx context.Context, job *conveyor.Job, r Receipt) error {
 //		return sendReceipt(ctx, r.OrderID)
 //	})
 //

@@ -32,6 +32,11 @@ type JobInfo = broker.JobInfo
 // (broker.QueueSizes).
 type QueueSizes = broker.QueueSizes
 
+// DiscardFilter selects the discard records Redrive acts on: its zero
+// value selects every record, each field set narrows the selection
+// (broker.DiscardFilter).
+type DiscardFilter = broker.DiscardFilter
+
 // InspectorConfig configures an Inspector. The zero value is valid.
 type InspectorConfig struct {
 	// DefaultLimit is the page size of Jobs when ListOptions.Limit is 0,
@@ -237,7 +242,7 @@ func (i *Inspector) Job(ctx context.Context, queue, id string, states ...JobStat
 // all), oldest first, up to max of them (0: all), back to the queue to run
 // again at once with their attempts reset, and reports how many it moved
 // (broker.Discards.Redrive).
-func (i *Inspector) Redrive(ctx context.Context, queue string, f broker.DiscardFilter, max int) (int, error) {
+func (i *Inspector) Redrive(ctx context.Context, queue string, f DiscardFilter, max int) (int, error) {
 	if err := checkQueue("redrive", queue); err != nil {
 		return 0, err
 	}

@@ -3,7 +3,7 @@
 // chain and a handler (usually a Mux that routes by kind), and settles it.
 //
 //	mux := worker.NewMux()
-//	worker.Handle(mux, "email.receipt", func(ctx context.Context, job *conveyor.Job, r Receipt) error {
+//	worker.HandleJSON(mux, "email.receipt", func(ctx context.Context, job *conveyor.Job, r Receipt) error {
 //		return send(ctx, r)
 //	})
 //	pool, err := worker.NewPool(driver, mux, &worker.Config{Queue: "mail", Concurrency: 20})

@@ -71,10 +71,10 @@ func (m *Mux) ProcessJob(ctx context.Context, job *conveyor.Job) error {
 	return h.ProcessJob(ctx, job)
 }
 
-// Handle registers a typed handler: the payload is decoded from JSON into a
+// HandleJSON registers a typed handler: the payload is decoded from JSON into a
 // T once, before f runs; an empty payload gives the zero T. A payload that
 // does not decode is not retried (see ErrDecode).
-func Handle[T any](m *Mux, kind string, f func(ctx context.Context, job *conveyor.Job, args T) error) {
+func HandleJSON[T any](m *Mux, kind string, f func(ctx context.Context, job *conveyor.Job, args T) error) {
 	m.HandleFunc(kind, func(ctx context.Context, job *conveyor.Job) error {
 		var args T
 		if len(job.Payload) == 0 {

@@ -282,7 +282,7 @@ func TestBadJobsDoNotStopThePool(t *testing.T) {
 			var good atomic.Int32
 			goodDone := make(chan struct{})
 			mux := worker.NewMux()
-			worker.Handle(mux, "order", func(ctx context.Context, job *conveyor.Job, o order) error {
+			worker.HandleJSON(mux, "order", func(ctx context.Context, job *conveyor.Job, o order) error {
 				if good.Add(1) == 2 {
 					close(goodDone)
 				}

@@ -17,7 +17,7 @@ import (
 // how it was settled.
 func ExampleRunner_Process() {
 	mux := worker.NewMux()
-	worker.Handle(mux, "email.receipt", func(ctx context.Context, job *conveyor.Job, o Order) error {
+	worker.HandleJSON(mux, "email.receipt", func(ctx context.Context, job *conveyor.Job, o Order) error {
 		if o.ID == "" {
 			return conveyor.SkipRetry(errors.New("no order ID"))
 		}

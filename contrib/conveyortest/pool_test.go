@@ -20,7 +20,7 @@ func TestPoolOnFakeClock(t *testing.T) {
 	finished := make(chan conveyor.Outcome, 10)
 	fails := 1
 	mux := worker.NewMux()
-	worker.Handle(mux, "email.receipt", func(ctx context.Context, job *conveyor.Job, r Receipt) error {
+	worker.HandleJSON(mux, "email.receipt", func(ctx context.Context, job *conveyor.Job, r Receipt) error {
 		ran <- r.OrderID
 		if r.OrderID == "flaky" && fails > 0 {
 			fails--

@@ -20,7 +20,7 @@ func TestProcessRunsTheJobThroughTheMux(t *testing.T) {
 	e.enqueue(t, "other", nil, nil) // ahead in the queue: Process must not run it
 	var got []string
 	mux := worker.NewMux()
-	worker.Handle(mux, "email.receipt", func(ctx context.Context, job *conveyor.Job, r Receipt) error {
+	worker.HandleJSON(mux, "email.receipt", func(ctx context.Context, job *conveyor.Job, r Receipt) error {
 		got = append(got, r.OrderID)
 		return nil
 	})

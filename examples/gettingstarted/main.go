@@ -24,7 +24,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor"
-	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/broker/list"
 	"github.com/conveyorq/conveyor/examples/internal/devredis"
 	"github.com/conveyorq/conveyor/retry"
@@ -85,8 +84,8 @@ func run(ctx context.Context, rdb redis.UniversalClient, prefix string, out io.W
 	}
 
 	mux := worker.NewMux()
-	worker.Handle(mux, "email.receipt", (&Receipts{Mail: mail}).Send)
-	worker.Handle(mux, "email.reminder", func(ctx context.Context, job *conveyor.Job, r Reminder) error {
+	worker.HandleJSON(mux, "email.receipt", (&Receipts{Mail: mail}).Send)
+	worker.HandleJSON(mux, "email.reminder", func(ctx context.Context, job *conveyor.Job, r Reminder) error {
 		return mail.Send(ctx, "customer-of-"+r.OrderID+"@example.com", "Your order "+r.OrderID+" is waiting for payment")
 	})
 
@@ -166,7 +165,7 @@ func run(ctx context.Context, rdb redis.UniversalClient, prefix string, out io.W
 
 	// down.example is back: run the discarded receipts again.
 	mail.Fix("down.example")
-	n, err := insp.Redrive(ctx, "emails", broker.DiscardFilter{Kind: "email.receipt"}, 0)
+	n, err := insp.Redrive(ctx, "emails", conveyor.DiscardFilter{Kind: "email.receipt"}, 0)
 	if err != nil {
 		return err
 	}

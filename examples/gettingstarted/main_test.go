@@ -60,7 +60,7 @@ func TestReceiptEndToEnd(t *testing.T) {
 	h := &Receipts{Mail: &Mailer{}}
 	done := make(chan error, 1)
 	mux := worker.NewMux()
-	worker.Handle(mux, "email.receipt", func(ctx context.Context, job *conveyor.Job, r Receipt) error {
+	worker.HandleJSON(mux, "email.receipt", func(ctx context.Context, job *conveyor.Job, r Receipt) error {
 		err := h.Send(ctx, job, r)
 		done <- err // tells the test the handler ran
 		return err

@@ -35,7 +35,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor"
-	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/broker/list"
 	"github.com/conveyorq/conveyor/examples/internal/devredis"
 	"github.com/conveyorq/conveyor/retry"
@@ -166,7 +165,7 @@ func run(ctx context.Context, rdb redis.UniversalClient, logger *slog.Logger, w 
 	// The worker side: one handler, a short retry policy, and a hook that
 	// sees every job the pool discards.
 	mux := worker.NewMux()
-	worker.Handle(mux, kindTimeout, a.onTimeout)
+	worker.HandleJSON(mux, kindTimeout, a.onTimeout)
 	pool, err := worker.NewPool(d, mux, &worker.Config{
 		Queue:       queue,
 		Concurrency: 8,
@@ -265,7 +264,7 @@ func run(ctx context.Context, rdb redis.UniversalClient, logger *slog.Logger, w 
 	a.stock.Repair("1004")
 	// Printed first: the re-driven job may run before Redrive returns.
 	a.printf("order 1004: the stock service is repaired; re-driving %s with Inspector.Redrive", timerID("1004"))
-	n, err := insp.Redrive(ctx, queue, broker.DiscardFilter{ID: timerID("1004")}, 0)
+	n, err := insp.Redrive(ctx, queue, conveyor.DiscardFilter{ID: timerID("1004")}, 0)
 	if err != nil {
 		return err
 	}

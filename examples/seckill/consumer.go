@@ -58,8 +58,8 @@ func (a *app) consume(ctx context.Context) error {
 		return err
 	}
 	mux := worker.NewMux()
-	worker.Handle(mux, kindCreate, a.create)
-	worker.Handle(mux, kindTimeout, a.timeout)
+	worker.HandleJSON(mux, kindCreate, a.create)
+	worker.HandleJSON(mux, kindTimeout, a.timeout)
 	pool, err := worker.NewPool(a.d, mux, &worker.Config{
 		Queue: queue, Concurrency: a.cfg.Workers, VisibilityTimeout: a.cfg.VisibilityTimeout, Logger: a.cfg.Logger,
 		Middleware: []conveyor.Middleware{middleware.Recover(), middleware.Logging(a.cfg.Logger, nil), writes, once},

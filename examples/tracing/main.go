@@ -305,12 +305,12 @@ func checkout(ctx context.Context, cfg config, out io.Writer, tracer trace.Trace
 	succeeded := make(chan string, 3)
 	enqueued := map[string]time.Time{} // by kind; written before the pool starts
 	mux := worker.NewMux()
-	worker.Handle(mux, kindEmail, func(ctx context.Context, job *conveyor.Job, a orderArgs) error {
+	worker.HandleJSON(mux, kindEmail, func(ctx context.Context, job *conveyor.Job, a orderArgs) error {
 		fmt.Fprintf(out, "%-16s run %d: confirmation for order %s sent\n", job.Kind, job.Attempt(), a.OrderID)
 		succeeded <- job.Kind
 		return nil
 	})
-	worker.Handle(mux, kindPayment, func(ctx context.Context, job *conveyor.Job, a orderArgs) error {
+	worker.HandleJSON(mux, kindPayment, func(ctx context.Context, job *conveyor.Job, a orderArgs) error {
 		// A span of the handler's own: the job's context carries its
 		// process span, so this one nests under it.
 		_, span := tracer.Start(ctx, "payment gateway")
@@ -325,7 +325,7 @@ func checkout(ctx context.Context, cfg config, out io.Writer, tracer trace.Trace
 		succeeded <- job.Kind
 		return nil
 	})
-	worker.Handle(mux, kindReminder, func(ctx context.Context, job *conveyor.Job, a orderArgs) error {
+	worker.HandleJSON(mux, kindReminder, func(ctx context.Context, job *conveyor.Job, a orderArgs) error {
 		fmt.Fprintf(out, "%-16s run %d: reminder for order %s, %v after enqueue (delay %v)\n",
 			job.Kind, job.Attempt(), a.OrderID, time.Since(enqueued[job.Kind]).Round(time.Millisecond), cfg.Delay)
 		succeeded <- job.Kind

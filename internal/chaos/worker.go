@@ -135,7 +135,7 @@ func runWorker(args []string) error {
 	ev := &eventWriter{out: os.Stdout}
 	var runs atomic.Int64
 	mux := worker.NewMux()
-	worker.Handle(mux, jobKind, func(ctx context.Context, job *conveyor.Job, a jobArgs) error {
+	worker.HandleJSON(mux, jobKind, func(ctx context.Context, job *conveyor.Job, a jobArgs) error {
 		r := runs.Add(1)
 		ev.emit("S %d %d %s %d %d %d", r, time.Now().UnixMilli(), job.ID, a.Seq, job.Recoveries, job.Retries)
 		job.OnFinish(func(s conveyor.Settlement) { ev.emit("F %d %s", r, s.Outcome) })

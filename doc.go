@@ -26,5 +26,18 @@
 //
 // The packages: broker (the driver seam) with broker/list, broker/stream and
 // broker/pubsub; worker (the pool); this package (Job, Handler, Middleware,
-// Client). docs/architecture.md explains how they fit.
+// Client, Inspector). docs/architecture.md explains how they fit.
+//
+// Who does what: application code enqueues, cancels and reschedules its jobs
+// through a Client; operators' tools read and repair queues (pages of jobs,
+// re-drive, purge, pause) through an Inspector; handlers see a Job.
+//
+// # For runners
+//
+// NewJob, Settler and FinishJob are the plumbing between a runner (the
+// worker pool, contrib/conveyortest's Runner) and a Job: NewJob binds a
+// delivery to the Settler that carries out its settle calls, and FinishJob
+// tells the job's OnFinish observers how its delivery ended. Handlers never
+// call them; a unit test of a handler function may build its Job with
+// NewJob(delivery, nil).
 package conveyor

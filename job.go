@@ -29,8 +29,9 @@ const (
 	settled
 )
 
-// Settler carries out a Job's settle calls; the worker pool provides one
-// (batching acks, tracking leases). Tests may provide their own.
+// Settler carries out a Job's settle calls. It is runner plumbing (see "For
+// runners" in the package doc): the worker pool provides one (batching
+// acks, tracking leases); handlers never implement it.
 type Settler interface {
 	Ack(ctx context.Context, d *broker.Delivery) error
 	Retry(ctx context.Context, d *broker.Delivery, at time.Time) error
@@ -39,10 +40,29 @@ type Settler interface {
 	Extend(ctx context.Context, d *broker.Delivery, ttl time.Duration) error
 }
 
-// NewJob binds a delivery to the settler that settles it.
+// NewJob binds a delivery to the settler that settles it. It is runner
+// plumbing (see "For runners" in the package doc); a unit test of a handler
+// function may call NewJob(delivery, nil): a Job whose settle calls fail
+// with an error, for a handler that only returns.
 func NewJob(d *broker.Delivery, s Settler) *Job {
+	if s == nil {
+		s = noSettler{}
+	}
 	return &Job{Message: d.Message, delivery: d, settler: s}
 }
+
+// errNoSettler is what the settle calls of a Job made with a nil Settler
+// return.
+var errNoSettler = errors.New("conveyor: the job has no settler (NewJob with a nil Settler)")
+
+// noSettler is the Settler of a Job made with a nil one: every call fails.
+type noSettler struct{}
+
+func (noSettler) Ack(context.Context, *broker.Delivery) error                   { return errNoSettler }
+func (noSettler) Retry(context.Context, *broker.Delivery, time.Time) error      { return errNoSettler }
+func (noSettler) Postpone(context.Context, *broker.Delivery, time.Time) error   { return errNoSettler }
+func (noSettler) Discard(context.Context, *broker.Delivery, string) error       { return errNoSettler }
+func (noSettler) Extend(context.Context, *broker.Delivery, time.Duration) error { return errNoSettler }
 
 // ConsumerGroup names the consumer group whose lease the job runs under,
 // for drivers with groups (the stream driver); empty otherwise.

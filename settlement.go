@@ -92,9 +92,10 @@ func (j *Job) Settlement() Settlement {
 	return j.fin.last
 }
 
-// FinishJob tells the OnFinish observers of job how its delivery ended. A
-// runner calls it once per delivery, when it is done with the job (the
-// worker pool does); later calls do nothing.
+// FinishJob tells the OnFinish observers of job how its delivery ended. It
+// is runner plumbing (see "For runners" in the package doc): a runner calls
+// it once per delivery, when it is done with the job (the worker pool
+// does); later calls do nothing.
 func FinishJob(job *Job, s Settlement) {
 	job.fin.mu.Lock()
 	if job.fin.done {

@@ -65,3 +65,26 @@ func TestFinishJobCallsObserversOnce(t *testing.T) {
 		t.Errorf("Outcome(99) = %q", o)
 	}
 }
+
+// TestNilSettler: a Job made with NewJob(d, nil), as a handler's unit test
+// makes one, fails its settle calls with an error instead of panicking, and
+// stays unsettled.
+func TestNilSettler(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	j := conveyor.NewJob(&broker.Delivery{Message: broker.Message{ID: "1", Kind: "k"}}, nil)
+	for name, call := range map[string]func() error{
+		"ack":      func() error { return j.Ack(ctx) },
+		"retry":    func() error { return j.Retry(ctx, time.Now()) },
+		"postpone": func() error { return j.Postpone(ctx, time.Now()) },
+		"discard":  func() error { return j.Discard(ctx, "why") },
+		"extend":   func() error { return j.Extend(ctx, time.Minute) },
+	} {
+		if err := call(); err == nil {
+			t.Errorf("%s on a job without a settler returned nil", name)
+		}
+	}
+	if j.Settled() {
+		t.Error("a job whose settles failed reports itself settled")
+	}
+}

@@ -79,10 +79,7 @@ func TestCancelRacesPromotion(t *testing.T) {
 				// do not exist, so that at T they race the promotion and not the
 				// dialling of connections.
 				crdb := redistest.NewClient(t)
-				tm, err := delay.NewTimers(td.Must(t, crdb, prefix))
-				if err != nil {
-					t.Fatal(err)
-				}
+				tm := td.Must(t, crdb, prefix).(broker.Timers)
 				var warm sync.WaitGroup
 				for i := range 64 {
 					warm.Go(func() {

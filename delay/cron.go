@@ -233,7 +233,8 @@ func NewCron(d broker.Driver, cfg *CronConfig) (*Cron, error) {
 
 // FireID is the message ID of the fire of entry name at time at: the name,
 // "@", and at in unix milliseconds ("report@1767225600000"). While the fire
-// waits for its time, delay.Timers can cancel or move it by this ID.
+// waits for its time, conveyor.Client's Cancel and Reschedule can cancel
+// or move it by this ID.
 func FireID(name string, at time.Time) string {
 	return name + "@" + strconv.FormatInt(at.UnixMilli(), 10)
 }
@@ -327,7 +328,7 @@ func encodeArgs(args any) ([]byte, error) {
 // Remove removes the entry name and reports whether the Cron had it. While
 // Run runs, the entry's loop has stopped when Remove returns; a fire it
 // already stored (at most Lookahead ahead) still runs unless cancelled
-// with Timers.Cancel and FireID. Other instances keep firing the series
+// with conveyor.Client's Cancel and FireID. Other instances keep firing the series
 // until it is removed from them too.
 func (c *Cron) Remove(name string) bool {
 	c.mu.Lock()

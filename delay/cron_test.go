@@ -181,16 +181,12 @@ func (l *fireLog) waitFires(t *testing.T, name string, n int) {
 func (l *fireLog) drain(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
-	tm, err := delay.NewTimers(l.d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, err := tm.List(ctx, l.queue, &delay.ListOptions{Limit: 1000})
+	pending, _, err := l.d.(broker.Timers).PendingTimers(ctx, l.queue, 0, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ids []string
-	for _, m := range page.Timers {
+	for _, m := range pending {
 		ids = append(ids, m.ID)
 	}
 	l.waitFor(t, ids...)

@@ -14,7 +14,8 @@
 //	// Paid: exactly one of Cancel and the timer's firing wins.
 //	cancelled, err := client.Cancel(ctx, "", "order:123:timeout")
 //
-// Timers lists, cancels and moves pending timers; Cron enqueues jobs on
+// conveyor.Client cancels and moves pending timers (Cancel, Reschedule),
+// conveyor.Inspector lists them (Jobs with JobDelayed); Cron enqueues jobs on
 // cron specs (robfig/cron syntax, seconds optional, time zones), each fire
 // once across any number of instances.
 //

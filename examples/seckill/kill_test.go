@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conveyorq/conveyor/delay"
+	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/internal/proctest"
 	"github.com/conveyorq/conveyor/internal/redistest"
 )
@@ -214,13 +214,13 @@ func testKill(t *testing.T, db database) {
 		t.Errorf("consumers: %+v; want at most 100 written, with the replays at least 100, at least the 2 hung orders replayed, none refused", st)
 	}
 	// Each order has one payment timer, the hung ones included.
-	page, err := a.timers.List(ctx, queue, &delay.ListOptions{Limit: 1000})
+	page, err := a.insp.Jobs(ctx, queue, conveyor.JobDelayed, &conveyor.ListOptions{Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
 	timers := map[string]bool{}
-	for _, m := range page.Timers {
-		timers[m.ID] = true
+	for _, j := range page.Jobs {
+		timers[j.ID] = true
 	}
 	if page.Total != 100 || len(timers) != 100 {
 		t.Errorf("%d timers pending (%d distinct), want 100", page.Total, len(timers))

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/conveyorq/conveyor/delay"
+	"github.com/conveyorq/conveyor"
 )
 
 // report is what a load run saw and counted.
@@ -267,7 +267,7 @@ func (a *app) summarize(ctx context.Context, rep *report) error {
 		return err
 	}
 	rep.Postponed = a.postponed.Load()
-	page, err := a.timers.List(ctx, queue, &delay.ListOptions{Limit: 1})
+	page, err := a.insp.Jobs(ctx, queue, conveyor.JobDelayed, &conveyor.ListOptions{Limit: 1})
 	if err != nil {
 		return err
 	}

@@ -37,7 +37,6 @@ import (
 
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker/stream"
-	"github.com/conveyorq/conveyor/delay"
 	"github.com/conveyorq/conveyor/examples/internal/devredis"
 )
 
@@ -259,7 +258,7 @@ type app struct {
 	shop   *shop
 	store  *orderStore
 	door   *frontDoor
-	timers *delay.Timers
+	insp   *conveyor.Inspector
 	// postponed counts the order writes this process's write limiter
 	// postponed.
 	postponed atomic.Int64
@@ -286,7 +285,7 @@ func newApp(ctx context.Context, cfg config) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	timers, err := delay.NewTimers(d)
+	insp, err := conveyor.NewInspector(d, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -294,7 +293,7 @@ func newApp(ctx context.Context, cfg config) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &app{cfg: cfg, rdb: cfg.Redis, d: d, client: client, shop: s, store: store, door: door, timers: timers}, nil
+	return &app{cfg: cfg, rdb: cfg.Redis, d: d, client: client, shop: s, store: store, door: door, insp: insp}, nil
 }
 
 // run plays the story, or the load test with cfg.Load, and cleans up. The

@@ -16,7 +16,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor"
-	"github.com/conveyorq/conveyor/delay"
 	"github.com/conveyorq/conveyor/internal/proctest"
 	"github.com/conveyorq/conveyor/internal/redistest"
 )
@@ -372,7 +371,7 @@ func TestReplayedCreateSchedulesNoSpareTimer(t *testing.T) {
 	}
 	pending := func() int64 {
 		t.Helper()
-		page, err := a.timers.List(ctx, queue, &delay.ListOptions{Limit: 10})
+		page, err := a.insp.Jobs(ctx, queue, conveyor.JobDelayed, &conveyor.ListOptions{Limit: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -402,7 +401,7 @@ func TestReplayedCreateSchedulesNoSpareTimer(t *testing.T) {
 	if won, err := a.shop.settle(ctx, sale, cancelled.Order, stateCancelled); err != nil || !won {
 		t.Fatalf("bob's order timed out: %v, %v", won, err)
 	}
-	if _, err := a.timers.Cancel(ctx, queue, timerID(cancelled.Order)); err != nil {
+	if _, err := a.client.Cancel(ctx, queue, timerID(cancelled.Order)); err != nil {
 		t.Fatal(err)
 	}
 	if n := pending(); n != 0 {
@@ -427,13 +426,13 @@ func TestReplayedCreateSchedulesNoSpareTimer(t *testing.T) {
 			t.Fatalf("replay of %s: %v", unpaid.Order, err)
 		}
 	}
-	page, err := a.timers.List(ctx, queue, &delay.ListOptions{Limit: 10})
+	page, err := a.insp.Jobs(ctx, queue, conveyor.JobDelayed, &conveyor.ListOptions{Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ids []string
-	for _, m := range page.Timers {
-		ids = append(ids, m.ID)
+	for _, j := range page.Jobs {
+		ids = append(ids, j.ID)
 	}
 	if page.Total != 1 || len(ids) != 1 || ids[0] != timerID(unpaid.Order) {
 		t.Errorf("timers after carol's replays: %d %v; want only %s", page.Total, ids, timerID(unpaid.Order))

@@ -36,7 +36,7 @@ var outcomeNames = [...]string{"", "acked", "retried", "postponed", "discarded",
 
 // String returns the outcome's name ("acked", "retried", "postponed",
 // "discarded", "released", "lease_lost", "unsettled"), as the span
-// attribute conveyor.job.outcome of contrib/otel carries it.
+// attribute conveyor.job.outcome of contrib/otelconveyor carries it.
 func (o Outcome) String() string {
 	if o <= 0 || int(o) >= len(outcomeNames) {
 		return "unknown"

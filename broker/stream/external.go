@@ -49,10 +49,11 @@ import (
 //
 // Nor does the conveyor.Client's work before the driver, as the script's
 // message never passes through a Client:
-//   - ClientConfig.Middleware does not run: contrib/otel starts no PRODUCER
-//     span and injects no trace context into the headers (inject it into
-//     m.Headers yourself, with the propagator, for the consumer's span to
-//     link to the producer), and no other enqueue middleware sees the job.
+//   - ClientConfig.Middleware does not run: contrib/otelconveyor starts no
+//     PRODUCER span and injects no trace context into the headers (inject
+//     it into m.Headers yourself, with the propagator, for the consumer's
+//     span to link to the producer), and no other enqueue middleware sees
+//     the job.
 //   - ClientConfig.MaxPayloadBytes is not checked: PrepareAdd takes a
 //     payload of any size.
 //   - EnqueueOptions.VisibilityTimeout does not exist here: the Client

@@ -1,8 +1,8 @@
 // Command tracing shows Conveyor's OpenTelemetry instrumentation
-// (contrib/otel) end to end: a "checkout" span enqueues three jobs, each in
-// a PRODUCER span "send orders"; a worker pool runs them, each run in a
-// CONSUMER span "process orders" linked to the span that sent it. One job
-// succeeds, one fails once and is retried (two process spans), one is
+// (contrib/otelconveyor) end to end: a "checkout" span enqueues three jobs,
+// each in a PRODUCER span "send orders"; a worker pool runs them, each run
+// in a CONSUMER span "process orders" linked to the span that sent it. One
+// job succeeds, one fails once and is retried (two process spans), one is
 // delayed by 200ms.
 //
 //	go run ./examples/tracing                       # spans to stdout, pretty JSON
@@ -48,7 +48,7 @@ import (
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/broker/list"
 	"github.com/conveyorq/conveyor/broker/stream"
-	cotel "github.com/conveyorq/conveyor/contrib/otel"
+	"github.com/conveyorq/conveyor/contrib/otelconveyor"
 	"github.com/conveyorq/conveyor/examples/internal/devredis"
 	"github.com/conveyorq/conveyor/retry"
 	"github.com/conveyorq/conveyor/worker"
@@ -103,7 +103,7 @@ type config struct {
 	// Driver is "list" or "stream". Defaults to "list".
 	Driver string
 	// ChildSpans makes each process span a child of its send span
-	// (cotel.WithChildSpans) instead of linking to it.
+	// (otelconveyor.Config.ChildSpans) instead of linking to it.
 	ChildSpans bool
 	// OTLPEndpoint, when set, is the OTLP/HTTP URL spans are posted to,
 	// path included (http://localhost:4318/v1/traces); it wins over the
@@ -228,11 +228,7 @@ func run(ctx context.Context, cfg config) (err error) {
 		err = errs.ErrorOrNil()
 	}()
 
-	opts := []cotel.Option{cotel.WithTracerProvider(tp), cotel.WithMeterProvider(mp)}
-	if cfg.ChildSpans {
-		opts = append(opts, cotel.WithChildSpans())
-	}
-	tel, err := cotel.New(opts...)
+	tel, err := otelconveyor.New(&otelconveyor.Config{TracerProvider: tp, MeterProvider: mp, ChildSpans: cfg.ChildSpans})
 	if err != nil {
 		return err
 	}
@@ -269,7 +265,7 @@ func newExporter(ctx context.Context, cfg config) (sdktrace.SpanExporter, string
 }
 
 // The jobs of the checkout. Their payloads carry an e-mail address that
-// must never reach a span (contrib/otel keeps payloads out).
+// must never reach a span (contrib/otelconveyor keeps payloads out).
 const (
 	kindEmail    = "email.send"
 	kindPayment  = "payment.capture"
@@ -283,7 +279,7 @@ type orderArgs struct {
 
 // checkout enqueues the jobs inside an app span, runs a pool until each
 // has succeeded, and returns the metrics summary line.
-func checkout(ctx context.Context, cfg config, out io.Writer, tracer trace.Tracer, tel *cotel.Instrumentation, reader sdkmetric.Reader) (string, error) {
+func checkout(ctx context.Context, cfg config, out io.Writer, tracer trace.Tracer, tel *otelconveyor.Instrumentation, reader sdkmetric.Reader) (string, error) {
 	runID := strconv.FormatInt(time.Now().UnixNano(), 36)
 	if cfg.Prefix == "" {
 		cfg.Prefix = "tracing-demo-" + runID
@@ -427,14 +423,14 @@ func metricsSummary(ctx context.Context, reader sdkmetric.Reader) (string, error
 				}
 			case metricdata.Gauge[int64]:
 				for _, dp := range data.DataPoints {
-					st, _ := dp.Attributes.Value(cotel.StateKey)
+					st, _ := dp.Attributes.Value(otelconveyor.StateKey)
 					depth[st.AsString()] += dp.Value
 				}
 			}
 		}
 	}
 	return fmt.Sprintf("metrics: sent=%d processed=%d failed=%d retried=%d discarded=%d; queue %s now: ready=%d in_flight=%d delayed=%d discarded=%d",
-		sums[cotel.MetricSent], sums[cotel.MetricProcessed], sums[cotel.MetricFailed], sums[cotel.MetricRetried], sums[cotel.MetricDiscarded],
+		sums[otelconveyor.MetricSent], sums[otelconveyor.MetricProcessed], sums[otelconveyor.MetricFailed], sums[otelconveyor.MetricRetried], sums[otelconveyor.MetricDiscarded],
 		queue, depth["ready"], depth["in_flight"], depth["delayed"], depth["discarded"]), nil
 }
 

@@ -1,4 +1,4 @@
-package otel
+package otelconveyor
 
 import (
 	"context"
@@ -56,7 +56,7 @@ func (i *Instrumentation) EnqueueMiddleware() conveyor.EnqueueMiddleware {
 				if m.Headers == nil {
 					m.Headers = make(map[string]string, 2)
 				}
-				i.cfg.prop.Inject(ctx, propagation.MapCarrier(m.Headers))
+				i.cfg.Propagator.Inject(ctx, propagation.MapCarrier(m.Headers))
 			}
 			err := next(ctx, msgs)
 			i.countSent(ctx, msgs, err)

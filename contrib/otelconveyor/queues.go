@@ -1,4 +1,4 @@
-package otel
+package otelconveyor
 
 import (
 	"context"
@@ -24,17 +24,17 @@ const queueReadTimeout = 5 * time.Second
 func (i *Instrumentation) ObserveQueues(d broker.Driver, queues ...string) (metric.Registration, error) {
 	insp, ok := d.(broker.Inspector)
 	if !ok {
-		return nil, fmt.Errorf("otel: ObserveQueues: driver %T keeps no queues to observe: %w", d, broker.ErrUnsupported)
+		return nil, fmt.Errorf("otelconveyor: ObserveQueues: driver %T keeps no queues to observe: %w", d, broker.ErrUnsupported)
 	}
 	for _, q := range queues {
 		if err := broker.ValidateQueue(q); err != nil {
-			return nil, fmt.Errorf("otel: ObserveQueues: %w", err)
+			return nil, fmt.Errorf("otelconveyor: ObserveQueues: %w", err)
 		}
 	}
 	gauge, err := i.m.meter.Int64ObservableGauge(MetricDepth, metric.WithUnit("{job}"),
 		metric.WithDescription("Jobs of a queue in each state: ready, in_flight, delayed, discarded."))
 	if err != nil {
-		return nil, fmt.Errorf("otel: instrument %s: %w", MetricDepth, err)
+		return nil, fmt.Errorf("otelconveyor: instrument %s: %w", MetricDepth, err)
 	}
 	system := semconv.MessagingSystemKey.String(System)
 	return i.m.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
@@ -44,7 +44,7 @@ func (i *Instrumentation) ObserveQueues(d broker.Driver, queues ...string) (metr
 		if len(names) == 0 {
 			all, err := insp.Queues(ctx)
 			if err != nil {
-				return fmt.Errorf("otel: queue depth: %w", err)
+				return fmt.Errorf("otelconveyor: queue depth: %w", err)
 			}
 			if len(all) == 0 {
 				return nil
@@ -53,7 +53,7 @@ func (i *Instrumentation) ObserveQueues(d broker.Driver, queues ...string) (metr
 		}
 		sizes, err := insp.QueueSizes(ctx, names...)
 		if err != nil {
-			return fmt.Errorf("otel: queue depth: %w", err)
+			return fmt.Errorf("otelconveyor: queue depth: %w", err)
 		}
 		for _, s := range sizes {
 			dest := semconv.MessagingDestinationName(s.Queue)

@@ -1,4 +1,4 @@
-package otel
+package otelconveyor
 
 import (
 	"context"
@@ -52,7 +52,7 @@ func newInstruments(m metric.Meter) (instruments, error) {
 	counter := func(name, desc string) metric.Int64Counter {
 		c, e := m.Int64Counter(name, metric.WithUnit("{job}"), metric.WithDescription(desc))
 		if e != nil && err == nil {
-			err = fmt.Errorf("otel: instrument %s: %w", name, e)
+			err = fmt.Errorf("otelconveyor: instrument %s: %w", name, e)
 		}
 		return c
 	}
@@ -60,14 +60,14 @@ func newInstruments(m metric.Meter) (instruments, error) {
 		h, e := m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc),
 			metric.WithExplicitBucketBoundaries(secondsBuckets...))
 		if e != nil && err == nil {
-			err = fmt.Errorf("otel: instrument %s: %w", name, e)
+			err = fmt.Errorf("otelconveyor: instrument %s: %w", name, e)
 		}
 		return h
 	}
 	in.sent, err = m.Int64Counter(MetricSent, metric.WithUnit("{message}"),
 		metric.WithDescription("Jobs enqueued (with error.type for jobs the enqueue refused or may not have stored)."))
 	if err != nil {
-		return in, fmt.Errorf("otel: instrument %s: %w", MetricSent, err)
+		return in, fmt.Errorf("otelconveyor: instrument %s: %w", MetricSent, err)
 	}
 	in.duration = histogram(MetricDuration, "How long handler runs took (with error.type when they failed).")
 	in.wait = histogram(MetricQueueWait, "How long jobs waited from becoming ready (enqueued, or due when delayed) to their first run.")

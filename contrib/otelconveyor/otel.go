@@ -1,7 +1,6 @@
-package otel
+package otelconveyor
 
 import (
-	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -16,7 +15,7 @@ import (
 )
 
 // ScopeName is the instrumentation scope of Conveyor's tracer and meter.
-const ScopeName = "github.com/conveyorq/conveyor/contrib/otel"
+const ScopeName = "github.com/conveyorq/conveyor/contrib/otelconveyor"
 
 // System is the messaging.system attribute of every span and measurement.
 const System = "conveyor"
@@ -36,65 +35,12 @@ const (
 	StateKey = attribute.Key("conveyor.queue.state")
 )
 
-// Option configures an Instrumentation.
-type Option func(*config)
-
-type config struct {
-	tp        trace.TracerProvider
-	mp        metric.MeterProvider
-	prop      propagation.TextMapPropagator
-	child     bool
-	now       func() time.Time
-	errorText bool
-}
-
-// WithTracerProvider sets where spans go. Defaults to the global tracer
-// provider (otel.GetTracerProvider) at New.
-func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(c *config) { c.tp = tp }
-}
-
-// WithMeterProvider sets where measurements go. Defaults to the global
-// meter provider (otel.GetMeterProvider) at New.
-func WithMeterProvider(mp metric.MeterProvider) Option {
-	return func(c *config) { c.mp = mp }
-}
-
-// WithPropagator sets how trace context travels in job headers. Defaults to
-// W3C Trace Context and Baggage, not the global propagator (a no-op unless
-// the program set one), so that producer and consumer spans join without
-// further set-up.
-func WithPropagator(p propagation.TextMapPropagator) Option {
-	return func(c *config) { c.prop = p }
-}
-
-// WithChildSpans makes each process span a child of the producer's span
-// (one trace from enqueue to the last run) instead of the root of its own
-// trace linked to it. Links are the default: a job may run long after, and
-// many times after, the request that enqueued it, and a trace per run keeps
-// each one readable; backends that show links join them either way.
-func WithChildSpans() Option {
-	return func(c *config) { c.child = true }
-}
-
-// WithoutErrorText keeps handler error messages out of spans: a failed
-// run's status and events then carry its error.type only. Use it when
-// errors may quote user data. By default the message is kept, cut to 1 KiB.
-func WithoutErrorText() Option {
-	return func(c *config) { c.errorText = false }
-}
-
-// withClock is for tests.
-func withClock(now func() time.Time) Option {
-	return func(c *config) { c.now = now }
-}
-
 // Instrumentation traces and measures jobs: EnqueueMiddleware for clients,
 // Middleware for worker pools, OnPromote for promoters and ObserveQueues
 // for queue depths. One Instrumentation serves any number of clients,
 // pools and queues; it is safe for concurrent use.
 type Instrumentation struct {
-	cfg    config
+	cfg    Config
 	tracer trace.Tracer
 	m      instruments
 
@@ -102,34 +48,32 @@ type Instrumentation struct {
 	attrs map[attrKey]*jobAttrs // per queue, kind and group, built once
 }
 
-// New returns an Instrumentation configured by opts.
-func New(opts ...Option) (*Instrumentation, error) {
-	c := config{errorText: true}
-	for _, o := range opts {
-		if o == nil {
-			return nil, errors.New("otel: nil Option")
-		}
-		o(&c)
+// New returns an Instrumentation configured by cfg; nil means all
+// defaults.
+func New(cfg *Config) (*Instrumentation, error) {
+	var c Config
+	if cfg != nil {
+		c = *cfg
 	}
-	if c.tp == nil {
-		c.tp = otelapi.GetTracerProvider()
+	if c.TracerProvider == nil {
+		c.TracerProvider = otelapi.GetTracerProvider()
 	}
-	if c.mp == nil {
-		c.mp = otelapi.GetMeterProvider()
+	if c.MeterProvider == nil {
+		c.MeterProvider = otelapi.GetMeterProvider()
 	}
-	if c.prop == nil {
-		c.prop = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+	if c.Propagator == nil {
+		c.Propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 	}
-	if c.now == nil {
-		c.now = time.Now
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	i := &Instrumentation{
 		cfg:    c,
-		tracer: c.tp.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL)),
+		tracer: c.TracerProvider.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL)),
 		attrs:  map[attrKey]*jobAttrs{},
 	}
 	var err error
-	if i.m, err = newInstruments(c.mp.Meter(ScopeName, metric.WithSchemaURL(semconv.SchemaURL))); err != nil {
+	if i.m, err = newInstruments(c.MeterProvider.Meter(ScopeName, metric.WithSchemaURL(semconv.SchemaURL))); err != nil {
 		return nil, err
 	}
 	return i, nil
@@ -196,7 +140,7 @@ func errorType(err error) string {
 // on a character boundary (an exporter refuses a batch with one invalid
 // string), or its error.type when the instrumentation keeps error text out.
 func (i *Instrumentation) errorText(err error) string {
-	if !i.cfg.errorText {
+	if i.cfg.NoErrorText {
 		return errorType(err)
 	}
 	return cut(err.Error())

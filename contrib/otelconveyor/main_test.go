@@ -1,4 +1,4 @@
-package otel_test
+package otelconveyor_test
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package otel_test
+package otelconveyor_test
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/conveyorq/conveyor"
-	cotel "github.com/conveyorq/conveyor/contrib/otel"
+	"github.com/conveyorq/conveyor/contrib/otelconveyor"
 	"github.com/conveyorq/conveyor/internal/drivertest"
 	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/internal/redistest"
@@ -74,7 +74,7 @@ func TestMetricsAndOutcomes(t *testing.T) {
 			rec := newSpans()
 			reader := sdkmetric.NewManualReader()
 			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-			tel, err := cotel.New(cotel.WithTracerProvider(provider(rec)), cotel.WithMeterProvider(mp))
+			tel, err := otelconveyor.New(&otelconveyor.Config{TracerProvider: provider(rec), MeterProvider: mp})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -191,27 +191,27 @@ func TestMetricsAndOutcomes(t *testing.T) {
 			}
 			for name, want := range map[string]int64{
 				// The postponed run is not processed; its second run is.
-				cotel.MetricSent: 8, cotel.MetricProcessed: 9, cotel.MetricFailed: 3,
-				cotel.MetricRetried: 1, cotel.MetricDiscarded: 1, cotel.MetricLeaseLost: 1,
+				otelconveyor.MetricSent: 8, otelconveyor.MetricProcessed: 9, otelconveyor.MetricFailed: 3,
+				otelconveyor.MetricRetried: 1, otelconveyor.MetricDiscarded: 1, otelconveyor.MetricLeaseLost: 1,
 			} {
 				if n := sum(name); n != want {
 					t.Errorf("%s = %d, want %d", name, n, want)
 				}
 			}
-			if n := count(cotel.MetricDuration); n != 9 {
-				t.Errorf("%s has %d runs, want 9", cotel.MetricDuration, n)
+			if n := count(otelconveyor.MetricDuration); n != 9 {
+				t.Errorf("%s has %d runs, want 9", otelconveyor.MetricDuration, n)
 			}
-			if n := count(cotel.MetricQueueWait); n != 8 {
-				t.Errorf("%s has %d first runs, want 8", cotel.MetricQueueWait, n)
+			if n := count(otelconveyor.MetricQueueWait); n != 8 {
+				t.Errorf("%s has %d first runs, want 8", otelconveyor.MetricQueueWait, n)
 			}
-			if n := count(cotel.MetricLateness); n < 1 {
-				t.Errorf("%s has %d promotions, want at least 1", cotel.MetricLateness, n)
+			if n := count(otelconveyor.MetricLateness); n < 1 {
+				t.Errorf("%s has %d promotions, want at least 1", otelconveyor.MetricLateness, n)
 			}
 			depth := map[string]int64{}
-			if g, ok := got[cotel.MetricDepth].(metricdata.Gauge[int64]); ok {
+			if g, ok := got[otelconveyor.MetricDepth].(metricdata.Gauge[int64]); ok {
 				for _, p := range g.DataPoints {
 					q, _ := p.Attributes.Value("messaging.destination.name")
-					st, _ := p.Attributes.Value(cotel.StateKey)
+					st, _ := p.Attributes.Value(otelconveyor.StateKey)
 					depth[q.AsString()+"/"+st.AsString()] = p.Value
 				}
 			}
@@ -228,7 +228,7 @@ func TestMetricsAndOutcomes(t *testing.T) {
 			events := map[string]int{}
 			for _, s := range spans {
 				for _, kv := range s.Attributes() {
-					if kv.Key == cotel.OutcomeKey {
+					if kv.Key == otelconveyor.OutcomeKey {
 						outcomes[kv.Value.AsString()]++
 					}
 				}
@@ -304,7 +304,7 @@ func TestSentCountsRefusals(t *testing.T) {
 			t.Parallel()
 			_, d := side(t, drv, redistest.Prefix(t))
 			reader := sdkmetric.NewManualReader()
-			tel, err := cotel.New(cotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+			tel, err := otelconveyor.New(&otelconveyor.Config{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -329,7 +329,7 @@ func TestSentCountsRefusals(t *testing.T) {
 			got := map[string]int64{}
 			for _, sm := range rm.ScopeMetrics {
 				for _, m := range sm.Metrics {
-					if m.Name != cotel.MetricSent {
+					if m.Name != otelconveyor.MetricSent {
 						continue
 					}
 					for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {

@@ -1,8 +1,10 @@
-package otel_test
+package otelconveyor_test
 
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,7 +18,7 @@ import (
 
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker"
-	cotel "github.com/conveyorq/conveyor/contrib/otel"
+	"github.com/conveyorq/conveyor/contrib/otelconveyor"
 	"github.com/conveyorq/conveyor/internal/drivertest"
 	"github.com/conveyorq/conveyor/internal/redistest"
 	"github.com/conveyorq/conveyor/retry"
@@ -122,7 +124,7 @@ func spanOfKind(t *testing.T, ss []sdktrace.ReadOnlySpan, k trace.SpanKind) []sd
 }
 
 // tracedClient returns a client of d on queue whose enqueues tel traces.
-func tracedClient(t *testing.T, d broker.Driver, tel *cotel.Instrumentation) *conveyor.Client {
+func tracedClient(t *testing.T, d broker.Driver, tel *otelconveyor.Instrumentation) *conveyor.Client {
 	t.Helper()
 	c, err := conveyor.NewClient(d, &conveyor.ClientConfig{DefaultQueue: queue,
 		Middleware: []conveyor.EnqueueMiddleware{tel.EnqueueMiddleware()}})
@@ -135,7 +137,7 @@ func tracedClient(t *testing.T, d broker.Driver, tel *cotel.Instrumentation) *co
 // run starts a pool on d with tel's middleware first. With a non-nil
 // startup, the pool runs inside a span of it, as a program that traces its
 // start-up would: process spans must not join that span's trace.
-func run(t *testing.T, d broker.Driver, tel *cotel.Instrumentation, h conveyor.HandlerFunc, cfg worker.Config, startup ...trace.TracerProvider) {
+func run(t *testing.T, d broker.Driver, tel *otelconveyor.Instrumentation, h conveyor.HandlerFunc, cfg worker.Config, startup ...trace.TracerProvider) {
 	t.Helper()
 	cfg.Queue = queue
 	cfg.Middleware = append([]conveyor.Middleware{tel.Middleware()}, cfg.Middleware...)
@@ -156,7 +158,7 @@ func run(t *testing.T, d broker.Driver, tel *cotel.Instrumentation, h conveyor.H
 // TestProducerAndConsumerSpans: one enqueue through one Client and its run
 // in a Pool of another "process" (its own connection, driver and tracer
 // provider) give a PRODUCER and a CONSUMER span, joined by a link (or as
-// parent and child with WithChildSpans), with the messaging attributes.
+// parent and child with Config.ChildSpans), with the messaging attributes.
 func TestProducerAndConsumerSpans(t *testing.T) {
 	t.Parallel()
 	for _, drv := range drivertest.Durable {
@@ -171,16 +173,12 @@ func TestProducerAndConsumerSpans(t *testing.T) {
 				_, pd := side(t, drv, prefix)
 				_, cd := side(t, drv, prefix)
 				prodSpans, consSpans := newSpans(), newSpans()
-				prodTel, err := cotel.New(cotel.WithTracerProvider(provider(prodSpans)))
+				prodTel, err := otelconveyor.New(&otelconveyor.Config{TracerProvider: provider(prodSpans)})
 				if err != nil {
 					t.Fatal(err)
 				}
 				consTP := provider(consSpans)
-				opts := []cotel.Option{cotel.WithTracerProvider(consTP)}
-				if child {
-					opts = append(opts, cotel.WithChildSpans())
-				}
-				consTel, err := cotel.New(opts...)
+				consTel, err := otelconveyor.New(&otelconveyor.Config{TracerProvider: consTP, ChildSpans: child})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -260,7 +258,7 @@ func TestRetriedJobSpans(t *testing.T) {
 			prefix := redistest.Prefix(t)
 			_, d := side(t, drv, prefix)
 			rec := newSpans()
-			tel, err := cotel.New(cotel.WithTracerProvider(provider(rec)))
+			tel, err := otelconveyor.New(&otelconveyor.Config{TracerProvider: provider(rec)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -311,5 +309,57 @@ func TestRetriedJobSpans(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNoErrorText: with Config.NoErrorText a failed run's span carries the
+// error's type, not its message, and its discard event no reason; the
+// message (which may quote user data) reaches no span.
+func TestNoErrorText(t *testing.T) {
+	t.Parallel()
+	drv := drivertest.Durable[0]
+	_, d := side(t, drv, redistest.Prefix(t))
+	rec := newSpans()
+	tel, err := otelconveyor.New(&otelconveyor.Config{TracerProvider: provider(rec), NoErrorText: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := tracedClient(t, d, tel)
+	if _, err := client.Enqueue(context.Background(), "charge", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	const secret = "card 4242 declined"
+	run(t, d, tel, func(ctx context.Context, job *conveyor.Job) error {
+		return conveyor.SkipRetry(errors.New(secret))
+	}, worker.Config{Logger: slog.New(slog.DiscardHandler)})
+
+	runs := spanOfKind(t, rec.wait(t, 2), trace.SpanKindConsumer)
+	if len(runs) != 1 {
+		t.Fatalf("%d consumer spans, want 1", len(runs))
+	}
+	s := runs[0]
+	a := attrs(s.Attributes())
+	et := a["error.type"].AsString()
+	if s.Status().Code != codes.Error || et == "" || s.Status().Description != et {
+		t.Errorf("status %v %q, want Error with the error.type %q", s.Status().Code, s.Status().Description, et)
+	}
+	if a["conveyor.job.outcome"].AsString() != "discarded" {
+		t.Errorf("outcome %q, want discarded", a["conveyor.job.outcome"].AsString())
+	}
+	var discards int
+	for _, e := range s.Events() {
+		if e.Name != "conveyor.job.discard" {
+			continue
+		}
+		discards++
+		if r := attrs(e.Attributes)["conveyor.job.discard_reason"].AsString(); r != "" {
+			t.Errorf("discard reason %q, want none", r)
+		}
+	}
+	if discards != 1 {
+		t.Errorf("%d discard events, want 1", discards)
+	}
+	if dump := dumpSpans(rec.Ended()); strings.Contains(dump, "4242") {
+		t.Errorf("a span holds the error message: %s", dump)
 	}
 }

@@ -1,4 +1,4 @@
-package otel
+package otelconveyor
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // Middleware returns handler middleware (worker.Config.Middleware; put it
 // first, outermost) that runs each job in a CONSUMER span "process
 // <queue>", linked to the span that enqueued it (or its child, with
-// WithChildSpans), with the job's baggage in the handler's context.
+// Config.ChildSpans), with the job's baggage in the handler's context.
 //
 // The span lasts until the pool is done with the delivery (see
 // conveyor.Job.OnFinish), so it records what became of the job: error
@@ -36,12 +36,12 @@ import (
 // A run postponed or handed back at shutdown is not counted as processed.
 //
 // Payloads never reach spans or metrics; handler error messages do (cut to
-// 1 KiB) unless WithoutErrorText is set.
+// 1 KiB) unless Config.NoErrorText is set.
 func (i *Instrumentation) Middleware() conveyor.Middleware {
 	return func(next conveyor.Handler) conveyor.Handler {
 		return conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) (err error) {
 			a := i.jobAttrs(job.Queue, job.Kind, job.ConsumerGroup())
-			pctx := i.cfg.prop.Extract(context.Background(), propagation.MapCarrier(job.Headers))
+			pctx := i.cfg.Propagator.Extract(context.Background(), propagation.MapCarrier(job.Headers))
 			if b := baggage.FromContext(pctx); b.Len() > 0 {
 				ctx = baggage.ContextWithBaggage(ctx, b)
 			}
@@ -54,7 +54,7 @@ func (i *Instrumentation) Middleware() conveyor.Middleware {
 					RecoveriesKey.Int(job.Recoveries),
 				),
 			}
-			if producer := trace.SpanContextFromContext(pctx); producer.IsValid() && i.cfg.child {
+			if producer := trace.SpanContextFromContext(pctx); producer.IsValid() && i.cfg.ChildSpans {
 				ctx = trace.ContextWithRemoteSpanContext(ctx, producer)
 			} else {
 				// A root even when the pool's context holds a span (Run
@@ -66,11 +66,11 @@ func (i *Instrumentation) Middleware() conveyor.Middleware {
 				}
 			}
 			ctx, span := i.tracer.Start(ctx, "process "+job.Queue, opts...)
-			r := &run{start: i.cfg.now(), first: job.Retries == 0 && job.Recoveries == 0, readyAt: conveyor.ReadyAt(&job.Message)}
+			r := &run{start: i.cfg.Now(), first: job.Retries == 0 && job.Recoveries == 0, readyAt: conveyor.ReadyAt(&job.Message)}
 			job.OnFinish(func(s conveyor.Settlement) { i.finish(span, a, r, s) })
 			defer func() {
 				p := recover()
-				r.took = i.cfg.now().Sub(r.start)
+				r.took = i.cfg.Now().Sub(r.start)
 				r.err = runError(err, p)
 				if r.err != nil {
 					et := semconv.ErrorTypeKey.String(errorType(r.err))
@@ -137,7 +137,7 @@ func (i *Instrumentation) finish(span trace.Span, a *jobAttrs, r *run, s conveyo
 	case conveyor.OutcomeDiscarded:
 		i.m.discarded.Add(ctx, 1, a.opt)
 		reason := s.Reason
-		if !i.cfg.errorText {
+		if i.cfg.NoErrorText {
 			reason = ""
 		}
 		span.AddEvent("conveyor.job.discard", trace.WithAttributes(attribute.String("conveyor.job.discard_reason", cut(reason))))

@@ -5,7 +5,7 @@ import (
 
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker/list"
-	"github.com/conveyorq/conveyor/contrib/otel"
+	"github.com/conveyorq/conveyor/contrib/otelconveyor"
 	"github.com/conveyorq/conveyor/worker"
 )
 
@@ -23,7 +23,7 @@ func Example_connect() {
 	_ = d
 }
 
-// Tracing and metrics through contrib/otel, on both sides of the queue.
+// Tracing and metrics through contrib/otelconveyor, on both sides of the queue.
 func Example_tracing() {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	d, err := list.New(rdb, nil)
@@ -32,7 +32,7 @@ func Example_tracing() {
 	}
 	mux := worker.NewMux()
 
-	tel, err := otel.New() // the global providers, or otel.WithTracerProvider(tp), otel.WithMeterProvider(mp)
+	tel, err := otelconveyor.New(nil) // the global providers, or &otelconveyor.Config{TracerProvider: tp, MeterProvider: mp}
 	if err != nil {
 		panic(err)
 	}

@@ -14,20 +14,26 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker/list"
-	"github.com/conveyorq/conveyor/examples/internal/devredis"
 	"github.com/conveyorq/conveyor/retry"
 	"github.com/conveyorq/conveyor/worker"
+)
+
+// What the program needs besides the guide's code: its main, its fake mail
+// server and its clean-up.
+import (
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/conveyorq/conveyor/examples/internal/devredis"
 )
 
 func main() {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker"
-	"github.com/conveyorq/conveyor/broker/list"
+	"github.com/conveyorq/conveyor/contrib/conveyortest"
 	"github.com/conveyorq/conveyor/internal/redistest"
 	"github.com/conveyorq/conveyor/worker"
 )
@@ -46,51 +46,35 @@ func TestSendReceipt(t *testing.T) {
 	}
 }
 
-// End to end: a real pool on an in-memory Redis (miniredis).
-func TestReceiptEndToEnd(t *testing.T) {
+// The wiring too, with no Redis: the job goes through the mux as a pool
+// would run it, and is settled by the pool's rules.
+func TestReceiptThroughTheMux(t *testing.T) {
 	t.Parallel()
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer rdb.Close()
-	d, err := list.New(rdb, nil)
+	d, err := conveyortest.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	h := &Receipts{Mail: &Mailer{}}
-	done := make(chan error, 1)
+	mail := &Mailer{}
 	mux := worker.NewMux()
-	worker.HandleJSON(mux, "email.receipt", func(ctx context.Context, job *conveyor.Job, r Receipt) error {
-		err := h.Send(ctx, job, r)
-		done <- err // tells the test the handler ran
-		return err
-	})
-	pool, err := worker.NewPool(d, mux, &worker.Config{Queue: "emails"})
+	worker.HandleJSON(mux, "email.receipt", (&Receipts{Mail: mail}).Send)
+	runner, err := conveyortest.NewRunner(d, mux, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan error, 1)
-	go func() { stopped <- pool.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-stopped
-	}()
 
-	client, err := conveyor.NewClient(d, &conveyor.ClientConfig{DefaultQueue: "emails"})
+	res, err := runner.Process(context.Background(), "email.receipt", Receipt{OrderID: "1001", Email: "ada@example.com"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.Enqueue(ctx, "email.receipt", Receipt{OrderID: "1001", Email: "ada@example.com"}, nil); err != nil {
+	if res.Settlement.Outcome != conveyor.OutcomeAcked || len(mail.Sent()) != 1 {
+		t.Fatalf("job %v, sent %q; want it acked and one mail sent", res.Settlement.Outcome, mail.Sent())
+	}
+	res, err = runner.Process(context.Background(), "email.receipt", Receipt{OrderID: "1002"}, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("handler: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the receipt was not sent within 10s")
+	if res.Settlement.Outcome != conveyor.OutcomeDiscarded {
+		t.Fatalf("a receipt without an address was %v, want it discarded", res.Settlement.Outcome)
 	}
 }
 

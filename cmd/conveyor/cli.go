@@ -10,8 +10,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/keys"
@@ -112,6 +110,12 @@ func (s *spec) parse(args []string, std stdio) (*invocation, error) {
 				return nil, inv.usagef("%v", err)
 			}
 		}
+	}
+	if _, err := inv.t.parseURL(); err != nil {
+		// Often REDIS_URL's, not the command line's: one line, without
+		// the pointer to the flags' help.
+		fmt.Fprintf(std.err, "conveyor %s: %v\n", s.name, err)
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if err := inv.t.check(); err != nil {
 		return nil, inv.usagef("%v", err)
@@ -218,9 +222,6 @@ func (t *target) echo() string {
 
 // check validates the shared flags.
 func (t *target) check() error {
-	if _, err := redis.ParseURL(t.redisURL); err != nil {
-		return fmt.Errorf("-redis %q: %v", t.redisURL, err)
-	}
 	if err := keys.ValidatePrefix(t.prefix); err != nil {
 		return fmt.Errorf("-prefix: %v", err)
 	}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/internal/queueprobe"
+	"github.com/conveyorq/conveyor/internal/redischeck"
 )
 
 // errNotFound marks a queue, job or timer that is not there: exit status 1
@@ -24,14 +26,16 @@ type conn struct {
 	*queueprobe.Set
 }
 
-// dial opens a client on t's Redis and checks that it answers. Commands
-// are not retried on a network error: a re-drive or purge whose reply was
-// lost would otherwise run a step twice; the operator sees the error and
-// runs the command again.
+// dial opens a client on t's Redis and checks that it answers; when it
+// does not, the error is one line naming the address, where the URL came
+// from and, for a local port nothing listens on, how to start a server
+// (redischeck.Unreachable). Commands are not retried on a network error: a
+// re-drive or purge whose reply was lost would otherwise run a step twice;
+// the operator sees the error and runs the command again.
 func (t *target) dial(ctx context.Context) (*redis.Client, error) {
-	opts, err := redis.ParseURL(t.redisURL)
+	opts, err := t.parseURL()
 	if err != nil {
-		return nil, err // checked at parse time
+		return nil, err
 	}
 	opts.MaxRetries = -1
 	opts.DialerRetries = 1
@@ -39,9 +43,32 @@ func (t *target) dial(ctx context.Context) (*redis.Client, error) {
 	rdb := redis.NewClient(opts)
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		_ = rdb.Close()
-		return nil, fmt.Errorf("cannot reach Redis at %s: %w", opts.Addr, err)
+		return nil, redischeck.Unreachable(opts.Addr, t.urlFrom(os.Getenv), err)
 	}
 	return rdb, nil
+}
+
+// parseURL parses t's Redis URL; its error is one line naming where the
+// URL came from and what a Redis URL looks like (redischeck.ParseURL):
+//
+//	REDIS_URL "notaurl" is not a Redis URL: want redis://host:port/db or rediss://host:port/db
+func (t *target) parseURL() (*redis.Options, error) {
+	return redischeck.ParseURL(t.redisURL, t.urlFrom(os.Getenv))
+}
+
+// urlFrom names where t's Redis URL came from, for messages: REDIS_URL
+// when it is that variable's value (target.flags makes it -redis's
+// default), "default" when it is defaultRedisURL, else -redis.
+func (t *target) urlFrom(getenv func(string) string) string {
+	env := getenv("REDIS_URL")
+	switch {
+	case env != "" && t.redisURL == env:
+		return "REDIS_URL"
+	case env == "" && t.redisURL == defaultRedisURL:
+		return "default"
+	default:
+		return "-redis"
+	}
 }
 
 // connect dials t's Redis and opens the drivers of t's prefix on it.
@@ -60,8 +87,10 @@ func (t *target) connect(ctx context.Context) (*conn, error) {
 
 func (c *conn) close() { _ = c.rdb.Close() }
 
-// quietLog drops go-redis's own log lines (a failed dial): the command's
-// error says what went wrong, in one line.
+// quietLog drops go-redis's own log lines (a failed dial, logged once per
+// attempt): the command's error says what went wrong, in one line.
+// redis.SetLogger is process-global, so only main installs it; library
+// packages never do, as an application's go-redis logging is its own.
 type quietLog struct{}
 
 func (quietLog) Printf(context.Context, string, ...any) {}

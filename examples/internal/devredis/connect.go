@@ -13,6 +13,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/conveyorq/conveyor/internal/redischeck"
 )
 
 // EnvURL names the environment variable that selects the Redis to use.
@@ -34,7 +36,18 @@ type options struct {
 // closes it (and stops the embedded Redis, if one was started). See the
 // package documentation for how the server is chosen. A nil logger logs
 // nothing.
+//
+// Connect also sends go-redis's own log lines (one per failed dial, on
+// stderr by default) to logger at debug level, so that an example that
+// cannot start says why in one line, its error. go-redis's logger is
+// process-global: Connect may set it only because it serves the examples'
+// main functions, each a program of its own; library packages never do.
+// The first Connect of a process sets it.
 func Connect(ctx context.Context, logger *slog.Logger) (redis.UniversalClient, func(), error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	setRedisLogger.Do(func() { redis.SetLogger(debugLog{logger}) })
 	return connect(ctx, logger, options{
 		url:       os.Getenv(EnvURL),
 		probeAddr: LocalAddr,
@@ -64,21 +77,24 @@ func connect(ctx context.Context, logger *slog.Logger, o options) (redis.Univers
 	return embedded(logger, o, reason)
 }
 
+// connectURL connects to the Redis raw names. Its errors are one line
+// each, for the example to print as is (redischeck.ParseURL,
+// redischeck.Unreachable); a server that does not answer is not replaced by
+// an in-memory one, and the error says how to get one.
 func connectURL(ctx context.Context, logger *slog.Logger, raw string) (redis.UniversalClient, func(), error) {
-	shown := redact(raw)
-	opts, err := redis.ParseURL(raw)
+	opts, err := redischeck.ParseURL(raw, EnvURL)
 	if err != nil {
-		return nil, nil, fmt.Errorf("devredis: %s=%s: %w", EnvURL, shown, err)
+		return nil, nil, err
 	}
 	c := redis.NewClient(opts)
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := c.Ping(pctx).Err(); err != nil {
 		_ = c.Close()
-		return nil, nil, fmt.Errorf("devredis: redis at %s=%s does not answer (not falling back to an in-memory one: unset %s for that): %w",
-			EnvURL, shown, EnvURL, err)
+		return nil, nil, fmt.Errorf("%w; unset %s to run on an embedded in-memory Redis instead",
+			redischeck.Unreachable(opts.Addr, EnvURL, err), EnvURL)
 	}
-	logger.Info("devredis: using the Redis named by "+EnvURL, "url", shown)
+	logger.Info("devredis: using the Redis named by "+EnvURL, "url", redact(raw))
 	return c, func() { _ = c.Close() }, nil
 }
 
@@ -168,6 +184,18 @@ func warning(why, addr string) string {
 		"##  or point REDIS_URL at yours:\n" +
 		"##      REDIS_URL=redis://host:6379/0 go run ./examples/...\n" +
 		bar + "\n"
+}
+
+// setRedisLogger makes the first Connect of a process the one that sets
+// go-redis's logger: setting it races with clients that log.
+var setRedisLogger sync.Once
+
+// debugLog is go-redis's logger for the examples: its lines go to an
+// slog.Logger at debug level.
+type debugLog struct{ l *slog.Logger }
+
+func (d debugLog) Printf(ctx context.Context, format string, v ...any) {
+	d.l.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
 }
 
 // redact hides the password of a URL for messages.

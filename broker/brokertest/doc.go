@@ -37,12 +37,13 @@
 // TimerCancelAfterPromotion, TimerReschedule, TimerDuplicateID,
 // TimerPendingPages, TimerPromoteOnce, TimerNeverEarly, TimerRetryClash,
 // TimerWake, CronFireOnce, InspectQueues, InspectSizes, InspectListJobs,
-// InspectFindJob, InspectPurge, InspectHostileQueueNames,
+// InspectFindJob, InspectPurge, InspectHostileQueueNames, DeleteQueue,
 // UnsupportedOperations, NoKeysLeft, HostileQueueNames, InvalidMessages,
 // Check) and is skipped, saying why, when the driver's Capabilities do not
 // call for it, (the Inspect tests) it does not implement the optional
-// broker.Inspector or (UndecodableDiscarded) its test does not provide a
-// RawStorer. A driver is correct when
+// broker.Inspector, (DeleteQueue) the optional broker.QueueDeleter, or
+// (UndecodableDiscarded) its test does not provide a RawStorer. A driver
+// is correct when
 // the suite passes; a change of driver semantics extends this suite, not one
 // driver's tests.
 //
@@ -57,7 +58,11 @@
 //     Delay and Discard) is held to it by the Inspect tests: Queues lists
 //     the queues it enqueued to or opened, QueueSizes counts every state
 //     and the processed and failed counters, ListJobs pages ready jobs in
-//     the order Fetch hands them out.
+//     the order Fetch hands them out. One that also implements
+//     broker.QueueDeleter is held to it by DeleteQueue: a delete leaves no
+//     key starting "<prefix>:{<queue>}:" (a SCAN of the prefix), counts
+//     in QueueDeletion.Keys the keys it deleted there, and takes the queue
+//     out of Queues.
 //   - With Capabilities.Discard, the discard queue is the key
 //     "<prefix>:{<queue>}:dead" whose records read
 //     "d1,<unix ms>,<len(reason)>:<reason><message>", the message in

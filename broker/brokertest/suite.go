@@ -89,6 +89,7 @@ var tests = []test{
 	{"InspectFindJob", inspectable, "AtLeastOnce, Delay and Discard", testInspectFindJob},
 	{"InspectPurge", inspectable, "AtLeastOnce, Delay and Discard", testInspectPurge},
 	{"InspectHostileQueueNames", inspectable, "AtLeastOnce, Delay and Discard", testInspectHostileQueueNames},
+	{"DeleteQueue", inspectable, "AtLeastOnce, Delay and Discard", testDeleteQueue},
 	{"UnsupportedOperations", lacksSomething, "nothing (it has every capability)", testUnsupported},
 	{"NoKeysLeft", always, "", testNoKeysLeft},
 	{"HostileQueueNames", always, "", testHostileQueueNames},

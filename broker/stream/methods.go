@@ -2,8 +2,8 @@ package stream
 
 // The methods below are those of the broker interfaces the driver
 // implements (broker.Timers, broker.Discards, broker.Inspector,
-// broker.WorkerRegistry, broker.Pauser), declared here so that their
-// documentation is where a user of the driver looks.
+// broker.QueueDeleter, broker.WorkerRegistry, broker.Pauser), declared here
+// so that their documentation is where a user of the driver looks.
 
 import (
 	"context"
@@ -126,6 +126,19 @@ func (d *Driver) QueueSizes(ctx context.Context, queues ...string) ([]broker.Que
 // SSCAN per 1,000 queues. It implements broker.Inspector.
 func (d *Driver) Queues(ctx context.Context) ([]string, error) {
 	return d.Inspector.Queues(ctx)
+}
+
+// DeleteQueue deletes queue and reports what it deleted: one script call
+// that counts the jobs of each state and DELs every key of the queue whose
+// name the driver knows (it refuses with a *broker.InFlightError, deleting
+// nothing, while any consumer group of the stream has an entry pending,
+// unless force); then SCAN ... MATCH <prefix>:{<queue>}:* (COUNT 1000, a
+// round trip each, over the whole database, or the Cluster node of the
+// queue's slot) finds the keys whose names hold data (unique keys, cron
+// records), DELed a page at a time; last, SREM of its name from the
+// registry. It implements broker.QueueDeleter.
+func (d *Driver) DeleteQueue(ctx context.Context, queue string, force bool) (broker.QueueDeletion, error) {
+	return d.deleter().DeleteQueue(ctx, queue, force)
 }
 
 // RegisterWorker stores w for ttl: SET ... PX ttl XX, which replaces a live

@@ -1,8 +1,8 @@
 // Command conveyor is Conveyor's command line: it shows and repairs the
 // queues of the durable drivers on a Redis (queues, stats, jobs, job,
-// redrive, purge, cancel, enqueue, pause, resume, workers, cron ls), serves
-// the web dashboard (dash) and measures Conveyor on a Redis server
-// (bench). Install it with
+// redrive, purge, cancel, delete, enqueue, pause, resume, workers, cron
+// ls), serves the web dashboard (dash) and measures Conveyor on a Redis
+// server (bench). Install it with
 //
 //	go install github.com/conveyorq/conveyor/cmd/conveyor@latest
 //
@@ -51,6 +51,7 @@ var commands = []command{
 	{name: "redrive", summary: "send discarded jobs back to their queue to run again", run: runRedrive},
 	{name: "purge", summary: "delete a queue's ready, delayed or discarded jobs", run: runPurge},
 	{name: "cancel", summary: "cancel a pending timer (a delayed job or a retry) by ID", run: runCancel},
+	{name: "delete", summary: "delete a queue: its jobs in every state, its keys and its registry entry", run: runDelete},
 	{name: "pause", summary: "stop every worker fetching from a queue", run: runPause},
 	{name: "resume", summary: "let workers fetch from a paused queue again", run: runResume},
 	{name: "workers", summary: "list the live worker pools and what they run", run: runWorkers},

@@ -74,6 +74,10 @@ func (r *redisRecords) add(ctx context.Context, queue, counter string, n int64) 
 	return r.rdb.IncrBy(ctx, r.key(queue, counter), n).Err()
 }
 
+func (r *redisRecords) drop(ctx context.Context, queue string) (int64, error) {
+	return r.rdb.Del(ctx, r.key(queue, "dead"), r.key(queue, droppedByCount), r.key(queue, droppedByAge)).Result()
+}
+
 func (r *redisRecords) counter(ctx context.Context, queue, counter string) (int64, error) {
 	n, err := r.rdb.Get(ctx, r.key(queue, counter)).Int64()
 	if errors.Is(err, redis.Nil) {

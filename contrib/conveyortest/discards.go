@@ -34,6 +34,9 @@ type records interface {
 	add(ctx context.Context, queue, counter string, n int64) error
 	// counter returns queue's counter.
 	counter(ctx context.Context, queue, counter string) (int64, error)
+	// drop deletes queue's records and counters and returns how many
+	// Redis keys it deleted (0 for a store in memory).
+	drop(ctx context.Context, queue string) (int64, error)
 }
 
 // The counters of a queue's discard records.
@@ -78,6 +81,13 @@ func (m *memRecords) add(_ context.Context, queue, counter string, n int64) erro
 
 func (m *memRecords) counter(_ context.Context, queue, counter string) (int64, error) {
 	return m.counters[queue+"\x00"+counter], nil
+}
+
+func (m *memRecords) drop(_ context.Context, queue string) (int64, error) {
+	delete(m.recs, queue)
+	delete(m.counters, queue+"\x00"+droppedByCount)
+	delete(m.counters, queue+"\x00"+droppedByAge)
+	return 0, nil
 }
 
 // discardLocked keeps e's message as a discard record with reason and

@@ -30,10 +30,10 @@ type Config struct {
 // that need no Redis. It has the list driver's capabilities but Pause and
 // Keep (at-least-once with leases and fencing, FIFO, delayed jobs and
 // timers, Extend, a discard queue) and passes the conformance suite of
-// broker/brokertest. It implements broker.Timers, broker.Discards and
-// broker.Inspector, so a worker.Pool, a conveyor.Client, a
-// conveyor.Inspector, package delay's promoters and cron run on it as they
-// do on Redis.
+// broker/brokertest. It implements broker.Timers, broker.Discards,
+// broker.Inspector and broker.QueueDeleter, so a worker.Pool, a
+// conveyor.Client, a conveyor.Inspector, package delay's promoters and cron
+// run on it as they do on Redis.
 //
 // What it does not do: keep anything after the process ends, share queues
 // between processes, elect keepers, pause queues or register workers.
@@ -47,13 +47,18 @@ type Driver struct {
 	queues   map[string]*queue // every queue enqueued to or opened: the registry
 	tokens   int64
 	receipts int64
+	// deleted holds the emptied state of the queues DeleteQueue deleted,
+	// taken back by the next use of the queue, so that the fetches and
+	// timer watchers waiting on it go on.
+	deleted map[string]*queue
 }
 
 var (
-	_ broker.Driver    = (*Driver)(nil)
-	_ broker.Timers    = (*Driver)(nil)
-	_ broker.Discards  = (*Driver)(nil)
-	_ broker.Inspector = (*Driver)(nil)
+	_ broker.Driver       = (*Driver)(nil)
+	_ broker.Timers       = (*Driver)(nil)
+	_ broker.Discards     = (*Driver)(nil)
+	_ broker.Inspector    = (*Driver)(nil)
+	_ broker.QueueDeleter = (*Driver)(nil)
 )
 
 // New returns an empty in-memory driver.
@@ -70,11 +75,12 @@ func newDriver(cfg *Config, recs records) (*Driver, error) {
 		return nil, fmt.Errorf("conveyortest: DiscardMax %d, DiscardMaxAge %v: must not be negative", cfg.DiscardMax, cfg.DiscardMaxAge)
 	}
 	d := &Driver{
-		clock:  cfg.Clock,
-		recs:   recs,
-		maxRec: cfg.DiscardMax,
-		maxAge: cfg.DiscardMaxAge,
-		queues: map[string]*queue{},
+		clock:   cfg.Clock,
+		recs:    recs,
+		maxRec:  cfg.DiscardMax,
+		maxAge:  cfg.DiscardMaxAge,
+		queues:  map[string]*queue{},
+		deleted: map[string]*queue{},
 	}
 	if d.maxRec == 0 {
 		d.maxRec = broker.DefaultDiscardMax
@@ -133,6 +139,11 @@ type fire struct {
 // queue returns the state of name; d.mu is held.
 func (d *Driver) queue(name string) *queue {
 	q := d.queues[name]
+	if q == nil && d.deleted[name] != nil {
+		q = d.deleted[name]
+		delete(d.deleted, name)
+		d.queues[name] = q
+	}
 	if q == nil {
 		q = &queue{
 			timers:   map[string]*entry{},

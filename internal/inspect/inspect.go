@@ -4,8 +4,9 @@
 // keep alike (delayed: internal/timers; discarded: internal/discards); the
 // Lua helper that reads a queue's discard figures and counters; the
 // decoding of stored messages into job infos; and the Go loops that drive
-// bounded script calls. Only the ready and in-flight structures differ
-// between the drivers: each driver hands Inspector its own.
+// bounded script calls. Deleter deletes a queue (broker.QueueDeleter) with
+// a driver's delete script. Only the ready and in-flight structures differ
+// between the drivers: each driver hands Inspector and Deleter its own.
 //
 // docs/inspector.md says what each call costs.
 package inspect

@@ -186,6 +186,25 @@ func (r *Registry) Ensure(ctx context.Context, c redis.Cmdable, queue string) {
 	}
 }
 
+// Forget makes this registry add queue again on its next enqueue or Open
+// of it, as if it had never added it: for a driver that deleted the queue
+// (broker.QueueDeleter), which removed it from the registry.
+func (r *Registry) Forget(queue string) {
+	if _, loaded := r.known.LoadAndDelete(queue); loaded {
+		r.n.Add(-1)
+	}
+}
+
+// Remove removes queue from the registry of prefix (SREM) and reports
+// whether it was there.
+func Remove(ctx context.Context, c redis.Cmdable, prefix, queue string) (bool, error) {
+	n, err := c.SRem(ctx, Key(prefix), queue).Result()
+	if err != nil {
+		return false, fmt.Errorf("remove queue %q from the registry: %w", queue, err)
+	}
+	return n == 1, nil
+}
+
 // pageSize is the COUNT of each SSCAN that reads the registry: about that
 // many names per reply, however many queues there are.
 const pageSize = 1000

@@ -1,0 +1,210 @@
+package brokertest
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/keys"
+	"github.com/conveyorq/conveyor/internal/redistest"
+)
+
+// The delete test runs on drivers that implement broker.QueueDeleter (an
+// optional interface, beside broker.Inspector) and have the Inspect tests'
+// capabilities; a driver without it is skipped, saying so.
+
+// deleterOf returns e's driver as a broker.QueueDeleter, or skips t.
+func deleterOf(t *testing.T, e *env) broker.QueueDeleter {
+	t.Helper()
+	x, ok := e.d.(broker.QueueDeleter)
+	if !ok {
+		t.Skipf("driver %T does not implement broker.QueueDeleter", e.d)
+	}
+	return x
+}
+
+// queueKeys lists the Redis keys of queue under prefix, sorted: those
+// starting "<prefix>:{<queue>}:", found by a SCAN of the prefix on every
+// master.
+func queueKeys(t testing.TB, prefix, queue string) []string {
+	t.Helper()
+	base := keys.Queue(prefix, queue).Base()
+	var out []string
+	for _, k := range redistest.AllKeys(t, Client(t), prefix) {
+		if strings.HasPrefix(k, base) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// testDeleteQueue proves DeleteQueue deletes a queue whole: with jobs in
+// every state (ready, in flight, delayed as a timer and a cron fire,
+// discarded), a unique key held and, where the driver pauses, the queue
+// paused, a delete without force refuses with an *InFlightError and
+// changes nothing; a forced delete reports each state's jobs and the keys
+// it deleted, leaves no key of the queue (a SCAN of its hash tag), takes it
+// out of Queues, frees its unique key, and fences the jobs it took from
+// flight (their settles fail with ErrLeaseLost and write nothing). A
+// consumer left open goes on: a job enqueued after the delete reaches it
+// and the queue is listed again. Another queue of the prefix, whose name
+// the first one's matches as a glob pattern, keeps every key and job.
+// Deleting an unknown queue is no error and deletes nothing.
+func testDeleteQueue(t *testing.T, e *env) {
+	// q's name is a glob pattern that other matches: a SCAN that did not
+	// escape it would miss q's keys and find other's.
+	const q, other = "del*[q]", "delq"
+	x := deleterOf(t, e)
+	in := inspectorOf(t, e)
+	tm := timersOf(t, e.d)
+	ctx := Context(t, time.Minute)
+
+	// The other queue: a job in each state, and a consumer holding one.
+	oc := Open(t, e.d, other, nil)
+	discardMessages(t, e.d, oc, []*broker.Message{NewMessage(other, 1)}, func(int) string { return "other" })
+	Enqueue(t, e.d, NewMessage(other, 2), NewMessage(other, 3), NewMessage(other, 4))
+	FetchOne(t, oc, 5*time.Second)
+	ol := NewMessage(other, 5)
+	ol.RunAt = time.Now().Add(time.Hour)
+	Enqueue(t, e.d, ol)
+	otherSizes := broker.QueueSizes{Queue: other, Ready: 2, InFlight: 1, Delayed: 1, Discarded: 1, Failed: 1}
+	checkSizes(t, "the other queue", sizesOf(t, in, other), otherSizes)
+	otherKeys := queueKeys(t, e.prefix, other)
+
+	// q: one job discarded, one acked, two in flight, three ready (one
+	// holding a unique key), a delayed job and a cron fire.
+	c := Open(t, e.d, q, &broker.ConsumerOptions{VisibilityTimeout: 10 * time.Minute})
+	discardMessages(t, e.d, c, []*broker.Message{NewMessage(q, 1)}, func(int) string { return "gone" })
+	Enqueue(t, e.d, NewMessage(q, 2))
+	Ack(t, c, FetchOne(t, c, 5*time.Second))
+	Enqueue(t, e.d, NewMessage(q, 10), NewMessage(q, 11))
+	held := FetchN(t, c, 2, 2, 5*time.Second)
+	unique := NewMessage(q, 3)
+	unique.UniqueKey, unique.UniqueTTL = "u", time.Hour
+	Enqueue(t, e.d, unique, NewMessage(q, 4), NewMessage(q, 5))
+	late := NewMessage(q, 20)
+	late.RunAt = time.Now().Add(time.Hour)
+	Enqueue(t, e.d, late)
+	fire := NewMessage(q, 21)
+	fire.RunAt = time.UnixMilli(time.Now().Add(30 * time.Second).UnixMilli()) // no promoter runs
+	fire.ID = "nightly@" + strconv.FormatInt(fire.RunAt.UnixMilli(), 10)
+	if ok, err := tm.EnqueueFire(ctx, "nightly", fire, time.Hour); err != nil || !ok {
+		t.Fatalf("EnqueueFire = %v, %v; want stored", ok, err)
+	}
+	p, pauses := e.d.(broker.Pauser)
+	if pauses && e.caps.Pause {
+		if err := p.PauseQueue(ctx, q); err != nil {
+			t.Fatalf("PauseQueue: %v", err)
+		}
+	}
+	full := broker.QueueSizes{Queue: q, Ready: 3, InFlight: 2, Delayed: 2, Discarded: 1, Processed: 1, Failed: 1}
+	checkSizes(t, "before the deletes", sizesOf(t, in, q), full)
+	before := queueKeys(t, e.prefix, q)
+	if len(before) == 0 {
+		t.Fatalf("queue %q has no key under %s before its delete: the test cannot see what a delete leaves", q, e.prefix)
+	}
+
+	// Without force: refused, nothing deleted.
+	_, err := x.DeleteQueue(ctx, q, false)
+	var ife *broker.InFlightError
+	if !errors.Is(err, broker.ErrJobsInFlight) || !errors.As(err, &ife) {
+		t.Fatalf("DeleteQueue(force=false) with 2 jobs in flight: %v, want an *InFlightError", err)
+	}
+	if ife.Queue != q || ife.InFlight != 2 {
+		t.Errorf("InFlightError = %+v, want queue %q and 2 in flight", *ife, q)
+	}
+	if got := queueKeys(t, e.prefix, q); !slices.Equal(got, before) {
+		t.Fatalf("a refused delete changed the queue's keys: %q, were %q", got, before)
+	}
+	if qs, err := in.Queues(ctx); err != nil || !slices.Contains(qs, q) {
+		t.Fatalf("Queues after a refused delete = %q, %v; want %q listed", qs, err, q)
+	}
+	checkSizes(t, "after a refused delete", sizesOf(t, in, q), full)
+	dup := NewMessage(q, 30)
+	dup.UniqueKey, dup.UniqueTTL = "u", time.Hour
+	if err := e.d.Enqueue(ctx, []*broker.Message{dup}); !errors.Is(err, broker.ErrDuplicate) {
+		t.Fatalf("Enqueue holding unique key u after a refused delete: %v, want broker.ErrDuplicate", err)
+	}
+
+	// With force: everything goes.
+	res, err := x.DeleteQueue(ctx, q, true)
+	if err != nil {
+		t.Fatalf("DeleteQueue(force=true): %v", err)
+	}
+	want := broker.QueueDeletion{Queue: q, Ready: 3, InFlight: 2, Delayed: 2, Discarded: 1, Keys: int64(len(before)), Registered: true}
+	if res != want {
+		t.Errorf("DeleteQueue(force=true) = %+v, want %+v (the driver had the keys %q)", res, want, before)
+	}
+	if left := queueKeys(t, e.prefix, q); len(left) > 0 {
+		t.Fatalf("keys of %q left after its delete: %q", q, left)
+	}
+	qs, err := in.Queues(ctx)
+	if err != nil || slices.Contains(qs, q) || !slices.Contains(qs, other) {
+		t.Fatalf("Queues after the delete = %q, %v; want %q gone and %q listed", qs, err, q, other)
+	}
+	checkSizes(t, "after the delete", sizesOf(t, in, q), broker.QueueSizes{Queue: q})
+	if pauses && e.caps.Pause {
+		if paused, err := p.QueuePaused(ctx, q); err != nil || paused {
+			t.Errorf("QueuePaused after the delete = %v, %v; want false", paused, err)
+		}
+	}
+	if ok, err := tm.Cancel(ctx, q, late.ID); err != nil || ok {
+		t.Errorf("Cancel of a deleted timer = %v, %v; want false", ok, err)
+	}
+	if pr, err := tm.Promote(ctx, q, 100); err != nil || pr.Promoted != 0 || pr.Next >= 0 {
+		t.Errorf("Promote after the delete = %+v, %v; want nothing pending", pr, err)
+	}
+	// The jobs taken from flight are fenced, and their settles store nothing.
+	for _, d := range held[:1] {
+		checkLeaseLost(t, "Ack after the delete", c.Ack(ctx, d), d, true)
+	}
+	checkLeaseLost(t, "Discard after the delete", c.Discard(ctx, held[1], "late"), held[1], false)
+	checkLeaseLost(t, "Extend after the delete", c.Extend(ctx, time.Minute, held[1]), held[1], true)
+	if left := queueKeys(t, e.prefix, q); len(left) > 0 {
+		t.Fatalf("keys of %q after settles of the deleted jobs: %q", q, left)
+	}
+
+	// The other queue is untouched.
+	if got := queueKeys(t, e.prefix, other); !slices.Equal(got, otherKeys) {
+		t.Errorf("the delete of %q changed the keys of %q: %q, were %q", q, other, got, otherKeys)
+	}
+	checkSizes(t, "the other queue after the delete", sizesOf(t, in, other), otherSizes)
+
+	// The consumer left open goes on: the unique key is free again, the job
+	// holding it reaches the consumer, and the queue is listed again.
+	again := NewMessage(q, 40)
+	again.UniqueKey, again.UniqueTTL = "u", time.Hour
+	Enqueue(t, e.d, again)
+	if d := FetchOne(t, c, 5*time.Second); d.ID != again.ID {
+		t.Fatalf("after the delete the open consumer fetched %s, want %s", d.ID, again.ID)
+	} else {
+		Ack(t, c, d)
+	}
+	if qs, err := in.Queues(ctx); err != nil || !slices.Contains(qs, q) {
+		t.Errorf("Queues after an enqueue to the deleted queue = %q, %v; want it listed again", qs, err)
+	}
+	// Nothing in flight: a delete without force goes ahead.
+	before = queueKeys(t, e.prefix, q)
+	res, err = x.DeleteQueue(ctx, q, false)
+	if want := (broker.QueueDeletion{Queue: q, Keys: int64(len(before)), Registered: true}); err != nil || res != want {
+		t.Errorf("DeleteQueue(force=false) of a queue with nothing in flight = %+v, %v; want %+v (the driver had the keys %q)", res, err, want, before)
+	}
+	if left := queueKeys(t, e.prefix, q); len(left) > 0 {
+		t.Errorf("keys of %q left after its second delete: %q", q, left)
+	}
+
+	// A queue never used: nothing to delete, and no error.
+	if res, err := x.DeleteQueue(ctx, "del-never", false); err != nil || res != (broker.QueueDeletion{Queue: "del-never"}) {
+		t.Errorf("DeleteQueue of an unknown queue = %+v, %v; want nothing deleted", res, err)
+	}
+	for _, name := range HostileQueueNames {
+		_, err := x.DeleteQueue(ctx, name, true)
+		checkQueueErr(t, "DeleteQueue", name, err)
+	}
+	checkSizes(t, "the other queue at the end", sizesOf(t, in, other), otherSizes)
+}

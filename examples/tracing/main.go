@@ -302,7 +302,7 @@ func checkout(ctx context.Context, cfg config, out io.Writer, tracer trace.Trace
 	enqueued := map[string]time.Time{} // by kind; written before the pool starts
 	mux := worker.NewMux()
 	worker.HandleJSON(mux, kindEmail, func(ctx context.Context, job *conveyor.Job, a orderArgs) error {
-		fmt.Fprintf(out, "%-16s run %d: confirmation for order %s sent\n", job.Kind, job.Attempt(), a.OrderID)
+		fmt.Fprintf(out, "%-16s attempt %d: confirmation for order %s sent\n", job.Kind, job.Attempt(), a.OrderID)
 		succeeded <- job.Kind
 		return nil
 	})
@@ -314,15 +314,15 @@ func checkout(ctx context.Context, cfg config, out io.Writer, tracer trace.Trace
 		if job.Attempt() == 1 {
 			err := errors.New("payment gateway timed out")
 			span.SetStatus(codes.Error, err.Error())
-			fmt.Fprintf(out, "%-16s run %d: %v; retried in %v\n", job.Kind, job.Attempt(), err, cfg.RetryDelay)
+			fmt.Fprintf(out, "%-16s attempt %d: %v; retried in %v\n", job.Kind, job.Attempt(), err, cfg.RetryDelay)
 			return err
 		}
-		fmt.Fprintf(out, "%-16s run %d: order %s captured\n", job.Kind, job.Attempt(), a.OrderID)
+		fmt.Fprintf(out, "%-16s attempt %d: order %s captured\n", job.Kind, job.Attempt(), a.OrderID)
 		succeeded <- job.Kind
 		return nil
 	})
 	worker.HandleJSON(mux, kindReminder, func(ctx context.Context, job *conveyor.Job, a orderArgs) error {
-		fmt.Fprintf(out, "%-16s run %d: reminder for order %s, %v after enqueue (delay %v)\n",
+		fmt.Fprintf(out, "%-16s attempt %d: reminder for order %s, %v after enqueue (delay %v)\n",
 			job.Kind, job.Attempt(), a.OrderID, time.Since(enqueued[job.Kind]).Round(time.Millisecond), cfg.Delay)
 		succeeded <- job.Kind
 		return nil

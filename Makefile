@@ -17,7 +17,7 @@
 #   COMPARE_FLAGS        flags for bench/compare, split on spaces (e.g. '-rounds 3')
 #   CONVEYOR_TEST_REDIS_URL   Redis to use when it answers (default redis://127.0.0.1:6379/0)
 #   CONVEYOR_CLUSTER_PORT     first cluster port (default 7101; the next two are used too)
-#   CONVEYOR_NO_INSTALL=1     never install redis-server
+#   CONVEYOR_NO_INSTALL=1     never install redis-server (nor chromium, for the dashboard's browser tests)
 
 PKGS ?= ./...
 CLUSTER_PKGS ?= ./broker/... ./delay/...

@@ -9,8 +9,17 @@
 # DATABASE_URL, when set, names the PostgreSQL of the examples' PostgreSQL
 # variants; unset, a local PostgreSQL that lets user postgres in is used.
 #
+# The browser tests of contrib/dashboard drive a headless chromium; when the
+# packages tested include that one and chromium is missing, Debian's chromium
+# package is installed the way redis-server is (root or passwordless sudo,
+# CONVEYOR_NO_INSTALL unset). Without it those tests fail saying how to get it.
+#
 #   TEST_PKGS     packages to vet and test (default ./...)
 #   GOTESTFLAGS   extra go test flags, split on spaces (e.g. "-count=1 -run TestX")
+#   TEST_PARALLEL how many parallel tests of a package run at once (default
+#                 4: most tests wait on leases, timers and child processes
+#                 rather than compute, so twice the cores of this 2-core CI
+#                 machine halves the worker package's time)
 #
 # The exit code is go test's; a go vet failure fails the run too.
 set -euo pipefail
@@ -23,6 +32,38 @@ read -r -a pkgs <<<"${TEST_PKGS:-./...}"
 read -r -a flags <<<"${GOTESTFLAGS:-}"
 
 rl_use_test_redis
+
+# ensure_chromium: installs Debian's chromium for the dashboard's browser
+# tests when they are among the packages tested, it is missing, and
+# installing is allowed; otherwise leaves it to those tests to say how.
+ensure_chromium() {
+	local sudo=() name
+	# The names the tests look for (contrib/dashboard/chromium_test.go).
+	for name in chromium chromium-browser google-chrome-stable google-chrome; do
+		command -v "$name" >/dev/null 2>&1 && return 0
+	done
+	go list "${pkgs[@]}" 2>/dev/null | grep -qx 'github.com/conveyorq/conveyor/contrib/dashboard' || return 0
+	if [[ -n ${CONVEYOR_NO_INSTALL:-} ]]; then
+		rl_log "chromium not found and CONVEYOR_NO_INSTALL is set, so not installing it: the dashboard's browser tests will fail"
+		return 0
+	elif ! command -v apt-get >/dev/null 2>&1; then
+		rl_log "chromium not found and there is no apt-get to install it with: the dashboard's browser tests will fail"
+		return 0
+	elif [[ $(id -u) -ne 0 ]] && ! { command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; }; then
+		rl_log "chromium not found; installing it needs root or passwordless sudo: the dashboard's browser tests will fail"
+		return 0
+	fi
+	[[ $(id -u) -ne 0 ]] && sudo=(sudo -n)
+	rl_log "chromium not found: installing Debian's chromium package for the dashboard's browser tests"
+	# A stale package list makes install fail; update once and retry then.
+	if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >&2; then
+		"${sudo[@]}" apt-get update -q >&2 &&
+			"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >&2 ||
+			rl_log "installing chromium failed: the dashboard's browser tests will fail"
+	fi
+	hash -r
+}
+ensure_chromium
 
 # examples/seckill also runs its PostgreSQL variant when DATABASE_URL names
 # one; when it is unset and a local PostgreSQL lets us in, use that one.
@@ -39,7 +80,7 @@ fi
 vet=0
 go vet "${pkgs[@]}" || vet=$?
 rc=0
-go test -race "${flags[@]}" "${pkgs[@]}" || rc=$?
+go test -race -parallel "${TEST_PARALLEL:-4}" "${flags[@]}" "${pkgs[@]}" || rc=$?
 if ((rc == 0 && vet != 0)); then
 	rl_log "go vet failed (exit $vet)"
 	rc=$vet

@@ -9,11 +9,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"log"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/conveyorq/conveyor/internal/redistest"
 )
 
 // Open returns a client of the Redis the examples run against, a
@@ -21,24 +21,13 @@ import (
 // under the prefix and closes the client. A program makes its client with
 // redis.NewClient and names its prefix after itself.
 //
-// The Redis is the one the tests use: CONVEYOR_TEST_REDIS_URL (by default
-// redis://127.0.0.1:6379/0), or the Cluster whose seeds
-// CONVEYOR_TEST_REDIS_CLUSTER lists.
+// The Redis is the one the tests use (redistest.Options):
+// CONVEYOR_TEST_REDIS_URL, by default redis://127.0.0.1:6379/0, or the
+// Cluster whose seeds CONVEYOR_TEST_REDIS_CLUSTER lists.
 func Open() (redis.UniversalClient, string, func()) {
-	opts := &redis.UniversalOptions{}
-	target := os.Getenv("CONVEYOR_TEST_REDIS_CLUSTER")
-	if target != "" {
-		opts.Addrs, opts.IsClusterMode = strings.Split(target, ","), true
-	} else {
-		target = os.Getenv("CONVEYOR_TEST_REDIS_URL")
-		if target == "" {
-			target = "redis://127.0.0.1:6379/0"
-		}
-		o, err := redis.ParseURL(target)
-		if err != nil {
-			log.Fatalf("CONVEYOR_TEST_REDIS_URL=%s: %v", target, err)
-		}
-		opts.Addrs, opts.DB, opts.Username, opts.Password, opts.TLSConfig = []string{o.Addr}, o.DB, o.Username, o.Password, o.TLSConfig
+	opts, target, err := redistest.Options()
+	if err != nil {
+		log.Fatalf("%s: %v", target, err)
 	}
 	rdb := redis.NewUniversalClient(opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

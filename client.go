@@ -316,6 +316,46 @@ func (c *Client) Reschedule(ctx context.Context, queue, id string, at time.Time)
 	return t.Reschedule(ctx, queue, id, at)
 }
 
+// CancelJob cancels the job id of queue (the client's DefaultQueue when
+// empty) wherever it is, and reports the state it was in when cancelled:
+//
+//   - JobDelayed: its timer is removed (as Cancel does);
+//   - JobReady: it is removed before any worker took it;
+//   - JobInFlight: a worker holds it. The pool that runs it cancels its
+//     handler's context with cause ErrJobCanceled, usually within
+//     milliseconds (a published notice) and at the latest by its next
+//     heartbeat; a job waiting in the pool to start never starts. Unless
+//     the handler still finishes it (returns nil: the job is acked as
+//     done), the job is removed, is not retried, and its outcome is
+//     OutcomeCanceled. If its worker died, the job is removed when its
+//     lease runs out instead of running again.
+//
+// It returns 0 and no error when no job id is delayed, ready or in flight
+// in queue: it already finished, was discarded, or never existed. Unlike
+// Cancel, which settles a "payment vs timeout" race with one winner, a
+// CancelJob of a job that already started stops it mid-way: use Cancel to
+// take back a timer, CancelJob to stop work. Finding a ready or in-flight
+// job walks those states in bounded steps (docs/cancel.md has the cost).
+// The driver needs Capabilities.Cancel (the list and stream drivers).
+func (c *Client) CancelJob(ctx context.Context, queue, id string) (JobState, error) {
+	if queue == "" {
+		queue = c.cfg.DefaultQueue
+	}
+	return cancelJob(ctx, c.d, queue, id)
+}
+
+func cancelJob(ctx context.Context, d broker.Driver, queue, id string) (JobState, error) {
+	cn, ok := d.(broker.Canceler)
+	if !ok || !d.Capabilities().Cancel {
+		return 0, fmt.Errorf("conveyor: cancel job: driver %T cannot cancel jobs: %w", d, broker.ErrUnsupported)
+	}
+	st, err := cn.CancelJob(ctx, queue, id)
+	if err != nil {
+		return 0, fmt.Errorf("conveyor: cancel job: %w", err)
+	}
+	return st, nil
+}
+
 func (c *Client) timers(queue string) (broker.Timers, string, error) {
 	if queue == "" {
 		queue = c.cfg.DefaultQueue

@@ -17,6 +17,10 @@ var (
 	ErrInvalidMessage = broker.ErrInvalidMessage
 	ErrQueueFull      = broker.ErrQueueFull
 	ErrDuplicate      = broker.ErrDuplicate
+	// ErrJobCanceled is the cause of a running job's context when the job
+	// is cancelled (Client.CancelJob): a handler tests it with
+	// errors.Is(context.Cause(ctx), conveyor.ErrJobCanceled).
+	ErrJobCanceled = broker.ErrJobCanceled
 )
 
 var (

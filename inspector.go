@@ -278,6 +278,15 @@ func (i *Inspector) Cancel(ctx context.Context, queue, id string) (bool, error) 
 	return pending, nil
 }
 
+// CancelJob cancels the job id of queue wherever it is and reports the
+// state it was in (0: nothing held it), as Client.CancelJob does.
+func (i *Inspector) CancelJob(ctx context.Context, queue, id string) (JobState, error) {
+	if err := checkQueue("cancel job", queue); err != nil {
+		return 0, err
+	}
+	return cancelJob(ctx, i.d, queue, id)
+}
+
 // Purge deletes up to max jobs of queue in state (0: all the state held when
 // the call began) and reports how many it deleted: ready jobs next-to-run
 // first, delayed jobs earliest due first, discarded jobs oldest first.

@@ -30,12 +30,16 @@ const (
 	// OutcomeUnsettled: settling failed (Settlement.Err, Redis out of reach
 	// say); the job's lease brings it back when it runs out.
 	OutcomeUnsettled
+	// OutcomeCanceled: the job was cancelled while it ran or waited to
+	// start (Client.CancelJob) and its handler did not finish it: it is
+	// removed from Redis as an ack removes it, and not retried.
+	OutcomeCanceled
 )
 
-var outcomeNames = [...]string{"", "acked", "retried", "postponed", "discarded", "released", "lease_lost", "unsettled"}
+var outcomeNames = [...]string{"", "acked", "retried", "postponed", "discarded", "released", "lease_lost", "unsettled", "canceled"}
 
 // String returns the outcome's name ("acked", "retried", "postponed",
-// "discarded", "released", "lease_lost", "unsettled"), as the span
+// "discarded", "released", "lease_lost", "unsettled", "canceled"), as the span
 // attribute conveyor.job.outcome of contrib/otelconveyor carries it.
 func (o Outcome) String() string {
 	if o <= 0 || int(o) >= len(outcomeNames) {

@@ -37,6 +37,9 @@ type Capabilities struct {
 	// idle, every message stored wakes one of them, and the keeper's Upkeep
 	// brings expired leases back to them.
 	Keep bool
+	// Cancel: a job can be cancelled by ID while delayed, ready or in
+	// flight (the driver implements Canceler).
+	Cancel bool
 }
 
 // ConsumerOptions configure one Consumer. The zero value is valid.

@@ -14,7 +14,9 @@ import (
 // extends their leases in batches. A job whose lease could not be kept (the
 // driver says it is lost, or its deadline passed while Redis was out of
 // reach) has its context cancelled with cause ErrLeaseLost: another worker
-// may already run it, so this one should stop.
+// may already run it, so this one should stop. A job the driver reports
+// cancelled (its extension still landed) is cancelled as the cancel watch
+// does it.
 func (p *Pool) heartbeat(stop <-chan struct{}) {
 	tick := time.NewTicker(p.cfg.HeartbeatInterval)
 	defer tick.Stop()
@@ -121,6 +123,11 @@ func (p *Pool) extend(tasks []*task, set bool) {
 	cancel()
 	now := time.Now()
 	for i, t := range live {
+		if errors.Is(errs[i], broker.ErrJobCanceled) {
+			// Extended, and cancelled: a notice the watch missed.
+			errs[i] = nil
+			p.cancelTask(t)
+		}
 		t.mu.Lock()
 		settling := t.released || t.returned || t.job.Settled()
 		// Without a fresh lease, stop before the deadline passes: the next

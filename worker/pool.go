@@ -120,6 +120,7 @@ type task struct {
 	releaseErr error         // why the hand-back failed (the lease brings the job back)
 	returned   bool          // the handler returned; the pool settles it
 	lost       bool          // the heartbeat found the lease lost
+	canceled   bool          // the job was cancelled (Client.CancelJob): not retried
 	abandoned  bool          // stuck past its timeout: not extended, its worker replaced
 	timeout    time.Duration // the handler's timeout (0: none), for the log
 	started    time.Time     // when the handler started (zero: not yet), for the registry
@@ -227,6 +228,9 @@ func (p *Pool) Run(ctx context.Context) error {
 		p.acker(ackDone)
 	}()
 
+	watchCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWatch() // running jobs may be cancelled until Run returns
+	p.startCancelWatch(watchCtx)
 	regStopped := p.startRegistry(fetchCtx)
 	promoterStopped := p.startKeepers(fetchCtx)
 	p.fetchLoop(fetchCtx, handlerCtx)
@@ -633,7 +637,11 @@ func (p *Pool) run(base context.Context, t *task) {
 	ctx, cancel := context.WithCancelCause(base)
 	t.mu.Lock()
 	t.cancel = cancel
+	canceled := t.canceled
 	t.mu.Unlock()
+	if canceled { // cancelled while it waited: it never starts
+		cancel(conveyor.ErrJobCanceled)
+	}
 	// After t.cancel is set: either cancelRunning finds it, or this sees
 	// the flag it sets first.
 	if p.handlersCancelled.Load() {
@@ -664,12 +672,18 @@ func (p *Pool) run(base context.Context, t *task) {
 		t.abandonAt = start.Add(timeout + p.cfg.VisibilityTimeout)
 	}
 	t.mu.Unlock()
-	err := runjob.Call(ctx, p.h, t.job)
+	var err error
+	if canceled {
+		err = conveyor.ErrJobCanceled
+	} else {
+		err = runjob.Call(ctx, p.h, t.job)
+	}
 	stop()
 	lost := errors.Is(context.Cause(ctx), broker.ErrLeaseLost)
 	cancel(nil)
 	t.mu.Lock()
 	t.returned = true
+	canceled = t.canceled
 	done := t.released || t.job.Settled()
 	handedBack := t.handedBack
 	ack := !done && !lost && err == nil
@@ -702,6 +716,10 @@ func (p *Pool) run(base context.Context, t *task) {
 		p.settling <- struct{}{}
 		go func() {
 			defer func() { <-p.settling }()
+			if canceled {
+				p.finish(t, p.settleCanceled(t))
+				return
+			}
 			p.finish(t, p.settle(t, err))
 		}()
 	}

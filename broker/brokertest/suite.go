@@ -99,6 +99,8 @@ var tests = []test{
 	{"KeptConsumersWake", keeps, "Keep and AtLeastOnce", testKeptConsumersWake},
 	{"KeptRecovery", keeps, "Keep and AtLeastOnce", testKeptRecovery},
 	{"KeeperElection", keeps, "Keep and AtLeastOnce", testKeeperElection},
+	{"CancelJob", cancels, "Cancel, AtLeastOnce, Delay and Extend", testCancelJob},
+	{"CancelJobWatchEnds", cancels, "Cancel, AtLeastOnce, Delay and Extend", testCancelJobWatchEnds},
 }
 
 // Run runs the conformance suite on the drivers f builds, as parallel

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/conveyorq/conveyor/internal/cancels"
 	"github.com/conveyorq/conveyor/internal/elect"
 	"github.com/conveyorq/conveyor/internal/reclaims"
 	"github.com/conveyorq/conveyor/internal/redischeck"
@@ -46,8 +47,10 @@ func needs(prefix string) []redischeck.Need {
 		key(k.lease, "ZCARD", k.lease),
 		key(k.inflight, "HSET", k.inflight, "f", "v"),
 		key(k.inflight, "HGET", k.inflight, "f"),
+		key(k.inflight, "HEXISTS", k.inflight, "f"), // a cancel
+		key(k.ready, "LREM", k.ready, "1", "m"),     // a cancel
 		key(k.inflight, "HMGET", k.inflight, "f"),
 		key(k.inflight, "HDEL", k.inflight, "f"),
 		key(k.inflight, "HSCAN", k.inflight, "0"), // a lost fetch's hand-back
-	), slices.Concat(reclaims.Needs(k.reclaimed), workers.Needs(prefix), wake.Needs(k.wake), elect.Needs(k.keeper, k.heir))...)
+	), slices.Concat(reclaims.Needs(k.reclaimed), cancels.Needs(k.canceled, k.cancels), workers.Needs(prefix), wake.Needs(k.wake), elect.Needs(k.keeper, k.heir))...)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/cancels"
 	"github.com/conveyorq/conveyor/internal/discards"
 	"github.com/conveyorq/conveyor/internal/inspect"
 	"github.com/conveyorq/conveyor/internal/keys"
@@ -65,7 +66,7 @@ func New(client redis.UniversalClient, cfg *Config) (*Driver, error) {
 
 // Capabilities reports what the list driver promises.
 func (d *Driver) Capabilities() broker.Capabilities {
-	return broker.Capabilities{AtLeastOnce: true, FIFO: true, Delay: true, Extend: true, Discard: true, Pause: true, Keep: true}
+	return broker.Capabilities{AtLeastOnce: true, FIFO: true, Delay: true, Extend: true, Discard: true, Pause: true, Keep: true, Cancel: true}
 }
 
 // Open returns a consumer of queue. Its only I/O is adding queue to the
@@ -102,12 +103,12 @@ func (d *Driver) keys(queue string) *queueKeys {
 // queueKeys holds the keys of one queue, and the KEYS list of each script,
 // built once (go-redis copies them into each command).
 type queueKeys struct {
-	ready, wake, lease, inflight, reclaimed, delayed, dead, dropped, expired, stats, paused, keeper, heir string
-	timers                                                                                                timers.Keys
-	discards                                                                                              discards.Keys
-	promoteTo                                                                                             timers.Target
+	ready, wake, lease, inflight, reclaimed, canceled, cancels, delayed, dead, dropped, expired, stats, paused, keeper, heir string
+	timers                                                                                                                   timers.Keys
+	discards                                                                                                                 discards.Keys
+	promoteTo                                                                                                                timers.Target
 
-	enqueue, fetch, ack, retry, release, discard, extend, reap []string
+	enqueue, fetch, ack, retry, release, discard, extend, reap, cancel []string
 }
 
 // newQueueKeys lays out a queue's keys; docs/redis-keys.md describes them.
@@ -121,6 +122,8 @@ func newQueueKeys(prefix, queue string) *queueKeys {
 		lease:     q.Part("lease"),
 		inflight:  q.Part("inflight"),
 		reclaimed: q.Part("reclaimed"),
+		canceled:  cancels.Marks(prefix, queue),
+		cancels:   cancels.Channel(prefix, queue),
 		stats:     q.Part("stats"),
 		paused:    pause.Key(prefix, queue),
 		timers:    timers.QueueKeys(prefix, queue),
@@ -130,12 +133,13 @@ func newQueueKeys(prefix, queue string) *queueKeys {
 	k.delayed = k.timers.Delayed
 	k.promoteTo = timers.Target{Key: k.ready, Wake: k.wake}
 	k.enqueue = []string{k.ready, k.delayed, k.lease, k.timers.Timers, k.wake}
-	k.fetch = []string{k.ready, k.lease, k.inflight, k.dead, k.dropped, k.expired, k.reclaimed, k.wake}
+	k.fetch = []string{k.ready, k.lease, k.inflight, k.dead, k.dropped, k.expired, k.reclaimed, k.wake, k.canceled}
 	k.ack = []string{k.lease, k.inflight, k.stats, k.reclaimed}
 	k.retry = []string{k.ready, k.lease, k.inflight, k.delayed, k.timers.Timers, k.stats, k.reclaimed, k.wake}
-	k.release = []string{k.ready, k.lease, k.inflight, k.reclaimed, k.wake}
+	k.release = []string{k.ready, k.lease, k.inflight, k.reclaimed, k.wake, k.canceled}
 	k.discard = []string{k.lease, k.inflight, k.dead, k.dropped, k.expired, k.stats, k.reclaimed}
-	k.extend = []string{k.lease}
-	k.reap = []string{k.ready, k.lease, k.inflight, k.dead, k.dropped, k.expired, k.reclaimed, k.wake}
+	k.extend = []string{k.lease, k.canceled}
+	k.reap = []string{k.ready, k.lease, k.inflight, k.dead, k.dropped, k.expired, k.reclaimed, k.wake, k.canceled}
+	k.cancel = []string{k.ready, k.lease, k.inflight, k.canceled, k.wake}
 	return k
 }

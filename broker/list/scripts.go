@@ -3,6 +3,7 @@ package list
 import (
 	_ "embed"
 
+	"github.com/conveyorq/conveyor/internal/cancels"
 	"github.com/conveyorq/conveyor/internal/discards"
 	"github.com/conveyorq/conveyor/internal/reclaims"
 	"github.com/conveyorq/conveyor/internal/script"
@@ -32,13 +33,16 @@ var (
 	extendLua string
 	//go:embed lua/reap.lua
 	reapLua string
+	//go:embed lua/cancel.lua
+	cancelLua string
 )
 
 // lib is what every script starts with: internal/timers' helpers,
 // internal/discards' (discard records and their retention),
-// internal/reclaims' (the record of reclaimed leases), then the driver's
+// internal/reclaims' (the record of reclaimed leases), internal/cancels'
+// (the marks of cancelled deliveries), then the driver's
 // own.
-var lib = timers.Lib + discards.Lib + reclaims.Lib + libLua
+var lib = timers.Lib + discards.Lib + reclaims.Lib + cancels.Lib + libLua
 
 // The scripts are immutable after init; sharing them between drivers lets
 // every driver reuse the SHA the server already has.
@@ -51,4 +55,5 @@ var (
 	discardScript = script.New("list.discard", discardLua, lib)
 	extendScript  = script.New("list.extend", extendLua, lib)
 	reapScript    = script.New("list.reap", reapLua, lib)
+	cancelScript  = script.New("list.cancel", cancelLua, lib)
 )

@@ -2,6 +2,7 @@ package list
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -39,7 +40,9 @@ func (c *consumer) Release(ctx context.Context, ds ...*broker.Delivery) error {
 // Extend pushes the lease deadline of each delivery to now + ttl (Redis
 // time) and updates LeaseDeadline of those it extended, by the local clock
 // (see broker.Delivery.LeaseDeadline). A delivery whose lease is gone fails
-// with broker.ErrLeaseLost; Extend never recreates one.
+// with broker.ErrLeaseLost; Extend never recreates one. A delivery whose
+// job was cancelled (Driver.CancelJob) is extended and fails with
+// broker.ErrJobCanceled, so that its holder stops it.
 func (c *consumer) Extend(ctx context.Context, ttl time.Duration, ds ...*broker.Delivery) error {
 	if ttl < time.Millisecond {
 		return fmt.Errorf("list: extend: ttl %v is under 1ms", ttl)
@@ -54,7 +57,7 @@ func (c *consumer) Extend(ctx context.Context, ttl time.Duration, ds ...*broker.
 	if me, ok := err.(*multierror.Error); ok {
 		failed = make(map[*broker.Delivery]bool, len(me.Errors))
 		for _, e := range me.Errors {
-			if de, ok := e.(*broker.DeliveryError); ok {
+			if de, ok := e.(*broker.DeliveryError); ok && !errors.Is(de.Err, broker.ErrJobCanceled) {
 				failed[de.Delivery] = true
 			}
 		}

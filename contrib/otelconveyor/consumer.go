@@ -143,6 +143,8 @@ func (i *Instrumentation) finish(span trace.Span, a *jobAttrs, r *run, s conveyo
 		span.AddEvent("conveyor.job.discard", trace.WithAttributes(attribute.String("conveyor.job.discard_reason", cut(reason))))
 	case conveyor.OutcomeReleased:
 		span.AddEvent("conveyor.job.release")
+	case conveyor.OutcomeCanceled:
+		span.AddEvent("conveyor.job.cancel")
 	case conveyor.OutcomeLeaseLost:
 		i.m.leaseLost.Add(ctx, 1, a.opt)
 		span.AddEvent("conveyor.job.lease_lost")

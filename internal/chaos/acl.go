@@ -44,8 +44,11 @@ var aclCommands = map[string][]string{
 		"hget", "get", "lrange", "lpos", "lset", "lrem", "sscan",
 		// The worker registry (internal/workers): a pool's beats.
 		"srem", "del",
-		// The pause key, read first by fetch.lua.
+		// The pause key, read first by fetch.lua; the marks of cancelled
+		// jobs, read by extend and reclaims.
 		"exists",
+		// A job cancel: the in-flight delivery it marks.
+		"hexists",
 	},
 	"stream": {
 		"ping", "evalsha", "eval", "xadd", "xreadgroup", "xread", "exists", "xgroup|create", "sadd", "subscribe",

@@ -222,6 +222,7 @@ var codes = map[string]error{
 	"LEASE_LOST":  broker.ErrLeaseLost,
 	"QUEUE_FULL":  broker.ErrQueueFull,
 	"UNSUPPORTED": broker.ErrUnsupported,
+	"CANCELED":    broker.ErrJobCanceled,
 }
 
 // Status maps a per-item status string from a batch reply: "OK" is nil.

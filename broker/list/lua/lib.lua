@@ -123,10 +123,14 @@ end
 -- that a settle that finds its lease gone can tell a reclaim from an
 -- earlier settle (lost_status).
 --
+-- A delivery whose job was cancelled (its receipt is in the marks ZSET
+-- marks, see internal/cancels) is removed, its mark with it: its holder
+-- died before ending it.
+--
 -- It returns how many went back to ready and how many were discarded. The
 -- lease ZSET is read and changed in this one script, so two reapers running
 -- at once can never move one message twice.
-local function reclaim(ready, lease, inflight, rec, dl, maxrec, now, limit)
+local function reclaim(ready, lease, inflight, rec, marks, dl, maxrec, now, limit)
   local rs = redis.call('ZRANGEBYSCORE', lease, '-inf', now, 'LIMIT', 0, limit)
   if #rs == 0 then
     return 0, 0
@@ -135,6 +139,15 @@ local function reclaim(ready, lease, inflight, rec, dl, maxrec, now, limit)
   bulk('ZREM', lease, rs)
   bulk('HDEL', inflight, rs)
   remember_reclaimed(rec, now, rs)
+  local canceled = canceled_among(marks, rs)
+  if next(canceled) then
+    for i = 1, #rs do
+      if canceled[rs[i]] then
+        vs[i] = false
+        redis.call('ZREM', marks, rs[i])
+      end
+    end
+  end
   local back, poisoned = {}, 0
   for i = 1, #vs do
     local v = vs[i]

@@ -13,6 +13,8 @@
 -- KEYS[6] <prefix>:{<queue>}:dead_expired  STRING count of records the discard age limit trimmed
 -- KEYS[7] <prefix>:{<queue>}:reclaimed     ZSET receipt of a lease a reclaim took, score = when (unix ms); see lib.lua
 -- KEYS[8] <prefix>:{<queue>}:wake          ZSET wake signal (see lib.lua), set when ready holds messages
+-- KEYS[9] <prefix>:{<queue>}:canceled      ZSET receipt of a cancelled delivery (internal/cancels):
+--                                          such a delivery's message is removed, not requeued
 -- ARGV[1] max expired leases to take, >= 1
 -- ARGV[2] poison cap: the recovery count at which an expired lease's message
 --         is discarded instead of requeued; <= 0 turns the cap off
@@ -26,7 +28,7 @@
 -- after taking the signal (or a write outside the driver) left without one.
 
 local now = now_ms()
-local requeued, poisoned = reclaim(KEYS[1], KEYS[2], KEYS[3], KEYS[7],
+local requeued, poisoned = reclaim(KEYS[1], KEYS[2], KEYS[3], KEYS[7], KEYS[9],
   discard_list(KEYS[4], KEYS[5], KEYS[6], ARGV[3], ARGV[4]),
   tonumber(ARGV[2]), now, tonumber(ARGV[1]))
 if redis.call('LLEN', KEYS[1]) > 0 then

@@ -2,13 +2,16 @@
 -- their order, without counting an attempt or a recovery: for a worker that
 -- stops before running them, and for a fetch whose reply was lost (the
 -- consumer finds its receipts by its fetch token). Fenced like ack.lua.
--- deliveries+1, for the next delivery (lib.lua).
+-- deliveries+1, for the next delivery (lib.lua). A delivery whose job was
+-- cancelled (internal/cancels) is not handed back: its job is removed, as
+-- an ack removes it, and its mark with it.
 --
 -- KEYS[1] <prefix>:{<queue>}:ready     LIST of stored messages
 -- KEYS[2] <prefix>:{<queue>}:lease     ZSET receipt of a delivery in flight, score = lease deadline (unix ms)
 -- KEYS[3] <prefix>:{<queue>}:inflight  HASH receipt -> stored message
 -- KEYS[4] <prefix>:{<queue>}:reclaimed ZSET receipt of a lease a reclaim took, score = when (unix ms); see lib.lua
 -- KEYS[5] <prefix>:{<queue>}:wake      ZSET wake signal (see lib.lua), set when messages went back
+-- KEYS[6] <prefix>:{<queue>}:canceled  ZSET receipt of a cancelled delivery (internal/cancels)
 -- ARGV[k] for k >= 1: the receipt of delivery k
 -- Reply: {k, status, ...} for each receipt k that was not released (status
 -- "LEASE_LOST" or "GONE", as for ack.lua); empty when all were.
@@ -18,10 +21,15 @@ local ready, lease, inflight = KEYS[1], KEYS[2], KEYS[3]
 -- write, is allowed when Redis is full.
 local vs = messages(inflight, ARGV)
 local oks, at, lost = take(lease, inflight, KEYS[4])
+local canceled = canceled_among(KEYS[6], oks)
 -- RPUSH the last first, so the first of the batch is fetched next.
 local back = {}
 for i = #oks, 1, -1 do
   local v = vs[at and at[i] or i]
+  if canceled[oks[i]] then
+    redis.call('ZREM', KEYS[6], oks[i])
+    v = nil
+  end
   -- every lease has its message, and every message parses, unless written
   -- by hand (see reclaim)
   if v then

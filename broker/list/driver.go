@@ -135,7 +135,7 @@ func newQueueKeys(prefix, queue string) *queueKeys {
 	k.enqueue = []string{k.ready, k.delayed, k.lease, k.timers.Timers, k.wake}
 	k.fetch = []string{k.ready, k.lease, k.inflight, k.dead, k.dropped, k.expired, k.reclaimed, k.wake, k.canceled}
 	k.ack = []string{k.lease, k.inflight, k.stats, k.reclaimed}
-	k.retry = []string{k.ready, k.lease, k.inflight, k.delayed, k.timers.Timers, k.stats, k.reclaimed, k.wake}
+	k.retry = []string{k.ready, k.lease, k.inflight, k.delayed, k.timers.Timers, k.stats, k.reclaimed, k.wake, k.canceled}
 	k.release = []string{k.ready, k.lease, k.inflight, k.reclaimed, k.wake, k.canceled}
 	k.discard = []string{k.lease, k.inflight, k.dead, k.dropped, k.expired, k.stats, k.reclaimed}
 	k.extend = []string{k.lease, k.canceled}

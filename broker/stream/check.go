@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/conveyorq/conveyor/internal/cancels"
 	"github.com/conveyorq/conveyor/internal/elect"
 	"github.com/conveyorq/conveyor/internal/reclaims"
 	"github.com/conveyorq/conveyor/internal/redischeck"
@@ -53,5 +54,6 @@ func (d *Driver) needs() []redischeck.Need {
 		key("EXISTS", s),
 		redischeck.Key(k.paused, "EXISTS", k.paused),
 		key("DEL", s),
-	), slices.Concat(reclaims.Needs(k.reclaimed), workers.Needs(d.cfg.Prefix), wake.Needs(k.wake), elect.Needs(k.keeper, k.heir))...)
+	), slices.Concat(reclaims.Needs(k.reclaimed), cancels.Needs(k.canceled, k.cancels), workers.Needs(d.cfg.Prefix),
+		wake.Needs(k.wake), elect.Needs(k.keeper, k.heir))...)
 }

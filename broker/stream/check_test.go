@@ -19,7 +19,8 @@ func TestCheckAsksForEveryScriptCommand(t *testing.T) {
 	t.Parallel()
 	have := neededCommands(t)
 	redistest.ScriptsCovered(t, have, nil,
-		"lua", "../../internal/timers/lua", "../../internal/discards/lua", "../../internal/inspect/lua", "../../internal/reclaims/lua")
+		"lua", "../../internal/timers/lua", "../../internal/discards/lua", "../../internal/inspect/lua", "../../internal/reclaims/lua",
+		"../../internal/cancels/lua")
 }
 
 // neededCommands returns the commands Check asks for.

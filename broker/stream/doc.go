@@ -29,6 +29,10 @@
 //	               them).
 //	p:{q}:dead_dropped  STRING: how many records the count cap trimmed.
 //	p:{q}:dead_expired  STRING: how many records the age limit trimmed.
+//	p:{q}:canceled ZSET of the entry IDs of in-flight deliveries whose job
+//	               was cancelled (Driver.CancelJob), scored by when (unix
+//	               ms), kept a day at most; their job IDs are published on
+//	               the channel p:{q}:cancels (Driver.WatchCancels).
 //
 // # Leases and fencing
 //
@@ -60,16 +64,31 @@
 // Stats().Poisoned. Recoveries are not attempts: handler failures (retries)
 // are counted apart, in Message.Retries.
 //
+// # Cancelling a job
+//
+// Driver.CancelJob cancels a job by ID in whatever state it is: a delayed
+// job's timer is removed, a ready entry is deleted, and an in-flight
+// delivery is marked by its entry ID. Its holder hears of it from
+// WatchCancels, and from every Extend of the delivery, which reports
+// broker.ErrJobCanceled and still extends the lease; it ends the job with
+// Ack. A takeover of a marked delivery's expired lease (its holder died)
+// deletes the entry instead of delivering it. A retried or released job is
+// a new entry, so a mark never reaches a later job under the same ID. The
+// marks cost a fetch nothing and a takeover or an Extend one EXISTS while
+// none is marked.
+//
 // # Deletion, never trimming
 //
-// Acked, retried and discarded entries are XDELed in the settling script.
-// The driver never trims (no XTRIM, no MAXLEN), so an entry is never removed
-// while it is pending. A drained stream stays, with its group (an empty
-// stream is a few hundred bytes): idle consumers block on it in XREADGROUP,
-// and Redis hands each new entry to one of them, where deleting it would
-// wake them all. Entries deleted by hand while pending are dropped
-// from the PEL by XAUTOCLAIM: the driver logs their IDs at Warn and counts
-// them in Stats().DeletedWhilePending, as their messages are lost.
+// Acked, retried and discarded entries are XDELed in the settling script,
+// cancelled ones by CancelJob (ready) or by the takeover that finds them
+// marked (in flight, their holder dead). The driver never trims (no XTRIM,
+// no MAXLEN), so an entry is never removed while it is pending. A drained
+// stream stays, with its group (an empty stream is a few hundred bytes):
+// idle consumers block on it in XREADGROUP, and Redis hands each new entry
+// to one of them, where deleting it would wake them all. Entries deleted by
+// hand while pending are dropped from the PEL by XAUTOCLAIM: the driver
+// logs their IDs at Warn and counts them in Stats().DeletedWhilePending, as
+// their messages are lost.
 //
 // # Blocking
 //

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/cancels"
 	"github.com/conveyorq/conveyor/internal/discards"
 	"github.com/conveyorq/conveyor/internal/inspect"
 	"github.com/conveyorq/conveyor/internal/keys"
@@ -73,6 +74,7 @@ func (d *Driver) Capabilities() broker.Capabilities {
 		Discard:     true,
 		Pause:       true,
 		Keep:        true,
+		Cancel:      true,
 	}
 }
 
@@ -134,8 +136,11 @@ func (d *Driver) Stats() Stats {
 // queueKeys holds the keys of one queue.
 type queueKeys struct {
 	stream, wake, reclaim, delayed, dead, deadDropped, deadExpired, stats, prune, reclaimed, paused, keeper, heir string
-	timers                                                                                                        timers.Keys
-	discards                                                                                                      discards.Keys
+	// canceled is the ZSET of marks of cancelled deliveries, cancels the
+	// channel their job IDs are published on (internal/cancels).
+	canceled, cancels string
+	timers            timers.Keys
+	discards          discards.Keys
 }
 
 func (d *Driver) keys(queue string) queueKeys {
@@ -145,5 +150,6 @@ func (d *Driver) keys(queue string) queueKeys {
 	return queueKeys{stream: k.Part("stream"), delayed: t.Delayed, dead: dk.Dead, deadDropped: dk.Dropped, deadExpired: dk.Expired,
 		stats: k.Part("stats"), prune: k.Part("prune"), reclaimed: k.Part("reclaimed"),
 		keeper: k.Part("keeper"), heir: k.Part("keeper_heir"), wake: k.Part("wake"), reclaim: k.Part("reclaim"),
-		paused: pause.Key(d.cfg.Prefix, queue), timers: t, discards: dk}
+		paused: pause.Key(d.cfg.Prefix, queue), canceled: cancels.Marks(d.cfg.Prefix, queue), cancels: cancels.Channel(d.cfg.Prefix, queue),
+		timers: t, discards: dk}
 }

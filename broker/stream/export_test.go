@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"context"
 	"time"
 
 	"github.com/conveyorq/conveyor/broker"
@@ -22,4 +23,10 @@ func CompareIDs(a, b string) int { return compareIDs(a, b) }
 func WithPrune(cfg *Config, idle, every time.Duration) *Config {
 	cfg.pruneIdle, cfg.pruneEvery = idle, every
 	return cfg
+}
+
+// CancelStep runs one cancel.lua stretch of queue's state from cursor, as
+// Driver.CancelJob does.
+func CancelStep(ctx context.Context, d *Driver, queue, id string, state broker.JobState, cursor string) (bool, string, error) {
+	return d.cancelStep(ctx, queue, id, state, cursor)
 }

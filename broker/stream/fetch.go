@@ -358,7 +358,7 @@ func (c *consumer) readNew(ctx context.Context, max int, start time.Time) (fetch
 
 // fetchKeys returns fetch.lua's KEYS.
 func (c *consumer) fetchKeys() []string {
-	return []string{c.keys.stream, c.keys.dead, c.keys.deadDropped, c.keys.deadExpired, c.keys.reclaimed, c.keys.wake}
+	return []string{c.keys.stream, c.keys.dead, c.keys.deadDropped, c.keys.deadExpired, c.keys.reclaimed, c.keys.wake, c.keys.canceled}
 }
 
 // parseFetch parses fetch.lua's reply: the next XAUTOCLAIM cursor ("" when

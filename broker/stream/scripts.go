@@ -3,6 +3,7 @@ package stream
 import (
 	_ "embed"
 
+	"github.com/conveyorq/conveyor/internal/cancels"
 	"github.com/conveyorq/conveyor/internal/discards"
 	"github.com/conveyorq/conveyor/internal/reclaims"
 	"github.com/conveyorq/conveyor/internal/script"
@@ -34,11 +35,11 @@ var (
 	pruneSrc string
 
 	enqueueScript = script.New("stream/enqueue", enqueueSrc, timers.Lib)
-	fetchScript   = script.New("stream/fetch", fetchSrc, timers.Lib+discards.Lib+lib)
+	fetchScript   = script.New("stream/fetch", fetchSrc, timers.Lib+discards.Lib+cancels.Lib+lib)
 	ackScript     = script.New("stream/ack", ackSrc, timers.Lib+lib)
-	requeueScript = script.New("stream/requeue", requeueSrc, timers.Lib+lib)
+	requeueScript = script.New("stream/requeue", requeueSrc, timers.Lib+cancels.Lib+lib)
 	discardScript = script.New("stream/discard", discardSrc, timers.Lib+discards.Lib+lib)
-	extendScript  = script.New("stream/extend", extendSrc)
+	extendScript  = script.New("stream/extend", extendSrc, timers.Lib+cancels.Lib)
 	closeScript   = script.New("stream/close", closeSrc)
 	pruneScript   = script.New("stream/prune", pruneSrc)
 )

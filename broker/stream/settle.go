@@ -62,7 +62,7 @@ func (c *consumer) Release(ctx context.Context, ds ...*broker.Delivery) error {
 }
 
 func (c *consumer) requeue(ctx context.Context, op string, inc int, at int64, ds ...*broker.Delivery) error {
-	return c.batch(ctx, op, requeueScript, []string{c.keys.stream, c.keys.delayed, c.keys.timers.Timers, c.keys.stats, c.keys.reclaimed, c.keys.wake},
+	return c.batch(ctx, op, requeueScript, []string{c.keys.stream, c.keys.delayed, c.keys.timers.Timers, c.keys.stats, c.keys.reclaimed, c.keys.wake, c.keys.canceled},
 		fixed(c.d.cfg.Group, c.name, inc), ds,
 		func(args []any, d *broker.Delivery, count string) []any { return append(args, d.Receipt, count, at) }, nil)
 }
@@ -84,7 +84,9 @@ func (c *consumer) discard(ctx context.Context, d *broker.Delivery, reason strin
 // LeaseDeadline. A stream lease is the entry's idle time measured against the
 // visibility timeout of whichever consumer takes it over, so a lease cannot
 // reach further than one visibility timeout: a ttl above this consumer's
-// visibility timeout is capped to it, and LeaseDeadline says so.
+// visibility timeout is capped to it, and LeaseDeadline says so. A delivery
+// whose job was cancelled (Driver.CancelJob) is extended and fails with
+// broker.ErrJobCanceled, so that its holder stops it.
 func (c *consumer) Extend(ctx context.Context, ttl time.Duration, ds ...*broker.Delivery) error {
 	if ttl <= 0 {
 		return fmt.Errorf("stream: extend: ttl %v is not positive", ttl)
@@ -92,7 +94,7 @@ func (c *consumer) Extend(ctx context.Context, ttl time.Duration, ds ...*broker.
 	ttl = min(ttl, c.vt)
 	idle := (c.vt - ttl).Milliseconds()
 	deadline := time.Now().Add(ttl)
-	return c.batch(ctx, "extend", extendScript, []string{c.keys.stream},
+	return c.batch(ctx, "extend", extendScript, []string{c.keys.stream, c.keys.canceled},
 		fixed(c.d.cfg.Group, c.name, idle), ds,
 		func(args []any, d *broker.Delivery, count string) []any { return append(args, d.Receipt, count) },
 		func(d *broker.Delivery) { d.LeaseDeadline = deadline })
@@ -101,8 +103,10 @@ func (c *consumer) Extend(ctx context.Context, ttl time.Duration, ds ...*broker.
 // batch runs s over ds, at most maxBatch deliveries per call. head returns
 // a call's ARGV before its deliveries, item appends one delivery's ARGV
 // given its delivery count (from the token). The reply is one status per
-// delivery; onOK runs for each delivery settled. The error is nil or a
-// *multierror.Error of *broker.DeliveryError.
+// delivery; onOK runs for each delivery settled, and for each extended
+// whose job was cancelled (reported as broker.ErrJobCanceled: its lease
+// holds all the same). The error is nil or a *multierror.Error of
+// *broker.DeliveryError.
 func (c *consumer) batch(ctx context.Context, op string, s *script.Script, keys []string, head func([]*broker.Delivery) []any,
 	ds []*broker.Delivery, item func([]any, *broker.Delivery, string) []any, onOK func(*broker.Delivery)) error {
 	var errs *multierror.Error
@@ -154,7 +158,8 @@ func (c *consumer) batch(ctx context.Context, op string, s *script.Script, keys 
 			}
 			if e != nil {
 				errs = multierror.Append(errs, &broker.DeliveryError{Delivery: d, Err: fmt.Errorf("stream: %s: %w", op, e)})
-			} else if onOK != nil {
+			}
+			if onOK != nil && (e == nil || errors.Is(e, broker.ErrJobCanceled)) {
 				onOK(d)
 			}
 		}

@@ -213,27 +213,39 @@ func runPurge(ctx context.Context, args []string, std stdio) error {
 
 var cancelSpec = spec{
 	name:     "cancel",
-	synopsis: "cancel <queue> <id> [-yes] [flags]",
+	synopsis: "cancel <queue> <id> [-job] [-yes] [flags]",
 	args:     []string{"queue", "id"},
 	about: `Cancels a pending timer by ID: a delayed job (its ID, the business key such
 as order:123:timeout) or a retry waiting for its time (a retry whose ID a
 caller's timer took waits as <id>#r<n>). Of a cancel and the timer's firing
-exactly one wins; it fails when the timer is no longer pending. Running
-jobs cannot be cancelled. It asks for confirmation on a terminal; without
-one it needs -yes.
+exactly one wins; it fails when the timer is no longer pending.
 
-Cost: two O(log n) calls: the timer's lookup, then the cancel.`,
+With -job it cancels the job wherever it is (Client.CancelJob): a delayed
+or ready job is removed; a running job's handler has its context cancelled
+(cause conveyor.ErrJobCanceled) by the pool that runs it, and the job is
+not retried. It fails when no job has the ID (finished, discarded, or never
+was). It asks for confirmation on a terminal; without one it needs -yes.
+
+Cost: two O(log n) calls (the timer's lookup, then the cancel); with -job,
+a walk of the queue's in-flight and ready jobs, 500 per call (docs/cancel.md).`,
 }
 
 func runCancel(ctx context.Context, args []string, std stdio) error {
 	var f repairFlags
+	var anyState bool
 	s := cancelSpec
-	s.flags = func(fs *flag.FlagSet) { f.add(fs, false) }
+	s.flags = func(fs *flag.FlagSet) {
+		f.add(fs, false)
+		fs.BoolVar(&anyState, "job", false, "cancel the job in any state, running jobs too, not only a timer")
+	}
 	inv, err := s.start(ctx, args, std, nil)
 	if err != nil {
 		return err
 	}
 	defer inv.close()
+	if anyState {
+		return cancelJob(ctx, inv, f.yes)
+	}
 	queue, id, insp := inv.queue, inv.args[1], inv.insp
 	j, err := insp.Job(ctx, queue, id, conveyor.JobDelayed)
 	if errors.Is(err, conveyor.ErrJobNotFound) {
@@ -258,4 +270,33 @@ func runCancel(ctx context.Context, args []string, std stdio) error {
 		ID        string `json:"id"`
 		Cancelled bool   `json:"cancelled"`
 	}{queue, id, true}, "Cancelled timer %q of queue %q.", id, queue)
+}
+
+// cancelJob is cancel -job: the job id in any state but discarded.
+func cancelJob(ctx context.Context, inv *invocation, yes bool) error {
+	queue, id, insp := inv.queue, inv.args[1], inv.insp
+	j, err := insp.Job(ctx, queue, id, conveyor.JobDelayed, conveyor.JobInFlight, conveyor.JobReady)
+	if errors.Is(err, conveyor.ErrJobNotFound) {
+		return fmt.Errorf("job %q %w in queue %q: it finished, was discarded, or never was", id, errNotFound, queue)
+	}
+	if err != nil {
+		return err
+	}
+	q := fmt.Sprintf("Cancel the %s job %q (kind %s) of queue %q?", stateName(j.State), id, cell(j.Kind, 64), queue)
+	if err := inv.confirm(yes, q); err != nil {
+		return err
+	}
+	st, err := insp.CancelJob(ctx, queue, id)
+	if err != nil {
+		return err
+	}
+	if st == 0 {
+		return fmt.Errorf("job %q of queue %q finished or was cancelled before this cancel", id, queue)
+	}
+	return inv.done(struct {
+		Queue     string `json:"queue"`
+		ID        string `json:"id"`
+		State     string `json:"state"`
+		Cancelled bool   `json:"cancelled"`
+	}{queue, id, stateName(st), true}, "Cancelled the %s job %q of queue %q.", stateName(st), id, queue)
 }

@@ -108,6 +108,33 @@ func TestPurge(t *testing.T) {
 	})
 }
 
+// TestCancelJob cancels a ready and a delayed job with -job, after which
+// they are gone, and says so for an ID no state holds.
+func TestCancelJob(t *testing.T) {
+	eachDriver(t, func(t *testing.T, e *cliEnv) {
+		e.Seed()
+		e.fails(2, "pass -yes", "cancel", "work", "r2", "-job")
+		var got struct {
+			Queue, ID, State string
+			Cancelled        bool
+		}
+		e.json(&got, "cancel", "work", "r2", "-job", "-yes")
+		if !got.Cancelled || got.ID != "r2" || got.State != "ready" {
+			t.Errorf("cancel -job -json = %+v", got)
+		}
+		e.fails(1, `job "r2" not found`, "job", "work", "r2")
+		r := e.ok("cancel", "work", "t2", "-job", "-yes")
+		if !strings.Contains(r.out, `Cancelled the delayed job "t2" of queue "work".`) {
+			t.Errorf("cancel -job says %q", r.out)
+		}
+		e.fails(1, `job "t2" not found in queue "work"`, "cancel", "work", "t2", "-job", "-yes")
+		e.fails(1, `job "d1" not found in queue "work"`, "cancel", "work", "d1", "-job", "-yes") // discarded: nothing to stop
+		if s := e.sizes("work"); s.Ready != 2 || s.Delayed != 1 {
+			t.Errorf("after the cancels: %d ready, %d delayed; want 2, 1", s.Ready, s.Delayed)
+		}
+	})
+}
+
 // TestCancel cancels a timer, after which it is gone, and refuses without
 // -yes and for a timer that is not pending.
 func TestCancel(t *testing.T) {

@@ -57,6 +57,8 @@ var aclCommands = map[string][]string{
 		"hset", "hmget", "hdel", "hincrby", "set", "incrby", "publish",
 		// The record of reclaimed leases (fetch trims it and lets it expire).
 		"zremrangebyscore", "zremrangebyrank", "pexpire",
+		// The marks of cancelled jobs, read by extend, requeue and takeovers.
+		"zmscore",
 		"hget", "get", "llen", "lrange", "lpos", "lset", "lrem", "sscan", "xinfo|groups",
 		// The worker registry (internal/workers): a pool's beats.
 		"srem",

@@ -6,7 +6,9 @@
 -- when it is the earliest. The wake-up's PUBLISH comes first, so that a
 -- user the ACL refuses it fails the call with nothing written. Fenced like
 -- ack.lua. A retry (ARGV[4] > 0) is a failed handler run: the queue's stats
--- HASH counts it (field failed).
+-- HASH counts it (field failed). A delivery whose job was cancelled
+-- (internal/cancels) is not handed back: its job is removed, as an ack
+-- removes it, and its mark with it.
 --
 -- KEYS[1] <prefix>:{<queue>}:ready     LIST of stored messages
 -- KEYS[2] <prefix>:{<queue>}:lease     ZSET receipt of a delivery in flight, score = lease deadline (unix ms)
@@ -16,6 +18,7 @@
 -- KEYS[6] <prefix>:{<queue>}:stats     HASH processed, failed: cumulative counters
 -- KEYS[7] <prefix>:{<queue>}:reclaimed ZSET receipt of a lease a reclaim took, score = when (unix ms); see lib.lua
 -- KEYS[8] <prefix>:{<queue>}:wake      ZSET wake signal (see lib.lua), set when the message joins ready
+-- KEYS[9] <prefix>:{<queue>}:canceled  ZSET receipt of a cancelled delivery (internal/cancels)
 -- ARGV[1] the delivery's receipt
 -- ARGV[2] its token (the receipt up to the first ',')
 -- ARGV[3] the wait until it is due, ms from the server's now (0: now)
@@ -53,6 +56,10 @@ if not d or redis.call('ZREM', lease, r) == 0 then
   return 'LEASE_LOST'
 end
 redis.call('HDEL', inflight, r)
+if canceled_among(KEYS[9], {r})[r] then
+  redis.call('ZREM', KEYS[9], r)
+  return 'OK'
+end
 local inc = tonumber(ARGV[4])
 v = build(d + 1, a + inc, rec, tail)
 if tid then

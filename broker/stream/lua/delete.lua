@@ -26,12 +26,13 @@
 -- KEYS[13] <prefix>:{<queue>}:keeper               STRING the keeper's lease (internal/elect)
 -- KEYS[14] <prefix>:{<queue>}:keeper_heir          STRING the heir's lease
 -- KEYS[15] <prefix>:{<queue>}:keeper_heir:baton    ZSET the standbys' wake signal
+-- KEYS[16] <prefix>:{<queue>}:canceled             ZSET marks of cancelled deliveries (internal/cancels)
 -- ARGV[1]  "1": delete even while jobs are in flight; else refuse then
 -- ARGV[2]  consumer group name
 -- Reply: {1 deleted or 0 refused (jobs in flight; nothing deleted), ready,
 -- in flight, delayed, discarded, keys deleted}.
 -- Bounded: O(1) reads, one XINFO GROUPS (one entry per consumer group of
--- the stream, a handful), and one DEL of 15 keys, which frees every job of
+-- the stream, a handful), and one DEL of 16 keys, which frees every job of
 -- the queue: O(jobs held), the one cost of a delete that grows with the
 -- queue.
 

@@ -23,6 +23,14 @@
 -- be ARGV[8] old at most, the trimmed records counted in KEYS[3] and KEYS[4]
 -- (internal/discards' lib.lua, which the Go side puts in front).
 --
+-- Cancelled jobs: a taken-over entry whose entry ID is marked in KEYS[7]
+-- (its job was cancelled while in flight, and its holder died before
+-- ending it; internal/cancels, cancel.lua) is XACKed and XDELed, and its
+-- mark removed, instead of delivered or discarded. Its token goes to the
+-- record of reclaimed leases like any other taken over, so a late settle
+-- by its dead holder hears LEASE_LOST. The marks are read only when a
+-- takeover takes something (one EXISTS when none is marked).
+--
 -- The driver runs it only for rounds that take over expired leases; other
 -- rounds read new entries with a plain XREADGROUP (fetch.go, readNew).
 -- Timers are not this script's business: a promoter appends them
@@ -35,8 +43,10 @@
 -- KEYS[5]  <prefix>:{<queue>}:reclaimed  ZSET tokens "<entry ID>/<delivery count>" of
 --          the deliveries whose lease a takeover took (internal/reclaims);
 --          written only when a takeover claims an entry
--- KEYS[6]  <prefix>:{<queue>}:wake     ZSET wake signal: deleted when poison discards leave
---          the stream with no entry (as ack.lua)
+-- KEYS[6]  <prefix>:{<queue>}:wake     ZSET wake signal: deleted when poison discards or
+--          cancelled entries leave the stream with no entry (as ack.lua)
+-- KEYS[7]  <prefix>:{<queue>}:canceled ZSET entry ID of a cancelled delivery (internal/cancels);
+--          read only when a takeover claims an entry
 -- ARGV[1]  consumer group name
 -- ARGV[2]  consumer name
 -- ARGV[3]  max messages to return (the caller caps it at 1000)
@@ -61,7 +71,9 @@
 -- first entry whose ID is younger than the visibility timeout (its ID's
 -- time is when it was added: it cannot have expired, nor any after it).
 -- Bounded: one XAUTOCLAIM of COUNT ARGV[3] (it scans at most ten times
--- that many pending entries), one XPENDING per entry it claims; read ARGV[3].
+-- that many pending entries), one XPENDING per entry it claims, one
+-- ZMSCORE of the entries it claims when any delivery of the queue is
+-- marked; read ARGV[3].
 local stream, dead = KEYS[1], KEYS[2]
 local group, me = ARGV[1], ARGV[2]
 local max = tonumber(ARGV[3])
@@ -102,7 +114,12 @@ if ARGV[5] ~= '' then
   for i = 1, #deleted do
     out[#out + 1] = deleted[i]
   end
-  local poisoned, records, taken = {}, {}, {}
+  local claimed = {}
+  for i, e in ipairs(r[2]) do
+    claimed[i] = e[1]
+  end
+  local canceled = canceled_among(KEYS[7], claimed)
+  local poisoned, records, taken, dropped = {}, {}, {}, {}
   -- lastrec: the lease expiries of an entry on its last chance (nil: none
   -- is); alone: a last-chance entry is delivered, nothing goes with it.
   local lastrec, alone = nil, false
@@ -129,7 +146,9 @@ if ARGV[5] ~= '' then
     if d then
       n = n + tonumber(rec)
     end
-    if maxRecoveries > 0 and n >= maxRecoveries then
+    if canceled[id] then
+      dropped[#dropped + 1] = id
+    elseif maxRecoveries > 0 and n >= maxRecoveries then
       local mid = ''
       if d then
         mid = stored_id(m, pos) or ''
@@ -153,6 +172,11 @@ if ARGV[5] ~= '' then
   if #taken > 0 then
     remember_reclaimed(KEYS[5], now, taken)
   end
+  if #dropped > 0 then
+    redis.call('XACK', stream, group, unpack(dropped))
+    redis.call('XDEL', stream, unpack(dropped))
+    redis.call('ZREM', KEYS[7], unpack(dropped))
+  end
   if #poisoned > 0 then
     out[5] = #poisoned
     redis.call('XACK', stream, group, unpack(poisoned))
@@ -163,9 +187,9 @@ if ARGV[5] ~= '' then
       len = redis.call('LPUSH', dead, discard_record(now, reason, records[i][2]))
     end
     discard_retain(discard_list(dead, KEYS[3], KEYS[4], ARGV[7], ARGV[8]), now, len)
-    if redis.call('XLEN', stream) == 0 then
-      redis.call('DEL', KEYS[6])
-    end
+  end
+  if (#poisoned > 0 or #dropped > 0) and redis.call('XLEN', stream) == 0 then
+    redis.call('DEL', KEYS[6])
   end
 end
 

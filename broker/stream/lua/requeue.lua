@@ -13,7 +13,9 @@
 -- refuses it fails the call with nothing written); else it is appended to
 -- the stream, which wakes blocked readers. An entry deleted while pending
 -- cannot be stored again: it is reported as LEASE_LOST and left in the PEL,
--- where XAUTOCLAIM finds it and the driver reports it.
+-- where XAUTOCLAIM finds it and the driver reports it. An entry whose job
+-- was cancelled (its ID is in the marks ZSET, internal/cancels) is XACKed
+-- and XDELed and not stored again: the job is removed, its mark with it.
 --
 -- KEYS[1]  <prefix>:{<queue>}:stream   STREAM with the consumer group ARGV[1]
 -- KEYS[2]  <prefix>:{<queue>}:delayed  ZSET timer ID, score = due time (unix ms)
@@ -25,6 +27,7 @@
 --          reclaim took (internal/reclaims); read only for an entry not pending
 -- KEYS[6]  <prefix>:{<queue>}:wake     ZSET wake signal (internal/wake), set when entries
 --          were appended
+-- KEYS[7]  <prefix>:{<queue>}:canceled  ZSET entry ID of a cancelled delivery (internal/cancels)
 -- ARGV[1]  consumer group name
 -- ARGV[2]  consumer name
 -- ARGV[3]  attempt increment: 1 for a retry, 0 for a postpone or a release
@@ -63,6 +66,12 @@ if soonest then
   timer_wake(delayed, timer_head(delayed), due(now, soonest))
 end
 
+local ids = {}
+for i = 4, #ARGV, 3 do
+  ids[#ids + 1] = ARGV[i]
+end
+local canceled = canceled_among(KEYS[7], ids)
+
 local requeued = 0
 local added = false
 for i = 4, #ARGV, 3 do
@@ -94,6 +103,13 @@ for i = 4, #ARGV, 3 do
     if a then
       redis.call('XACK', stream, group, id)
       redis.call('XDEL', stream, id)
+      if canceled[id] then
+        redis.call('ZREM', KEYS[7], id)
+        status = 'OK'
+        a = nil
+      end
+    end
+    if a then
       m = '1,0,' .. (tonumber(a) + inc) .. ',' .. (tonumber(r) + p[4] - 1) .. ',' .. string.sub(m, pos)
       local wait = tonumber(ARGV[i + 2])
       local tid

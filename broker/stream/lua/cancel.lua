@@ -1,0 +1,99 @@
+-- cancel.lua: look for a job by ID in one stretch of a queue's ready or
+-- in-flight entries and cancel it there (Driver.CancelJob, through
+-- internal/cancels, which walks each state oldest entry first, one stretch
+-- per call, passing back the last entry ID it saw, as inspect_find.lua
+-- does; inspect_lib.lua says which entries are in which state).
+--
+-- A ready entry (after the group's last-delivered-id: no consumer read it)
+-- is XDELed, as inspect_purge.lua deletes ready entries; a stream left with
+-- no entry loses its wake signal, as in ack.lua. Its space counts again
+-- toward Config.MaxLen at once (enqueue.lua measures XLEN). A ready walk
+-- starts no earlier than the group's last-delivered-id as this call reads
+-- it, so an entry read since an earlier stretch is never deleted here.
+--
+-- An in-flight entry (pending in the group) is marked: mark_canceled
+-- (internal/cancels) adds its entry ID to the marks ZSET and publishes the
+-- job ID on the queue's cancel channel. The entry ID names the delivery: a
+-- retry or a release stores the message as a new entry, so a later job
+-- under the same ID is not affected. Extend then reports the delivery
+-- CANCELED (extend.lua), and a takeover of its lease removes it
+-- (fetch.lua). The mark of a job cancelled twice keeps its first time.
+--
+-- KEYS[1] <prefix>:{<queue>}:stream    STREAM with the consumer group ARGV[1]
+-- KEYS[2] <prefix>:{<queue>}:canceled  ZSET entry ID of a cancelled delivery,
+--         score = when (unix ms); see internal/cancels
+-- KEYS[3] <prefix>:{<queue>}:wake      ZSET wake signal (internal/wake): deleted when the
+--         stream is left with no entry
+-- ARGV[1] consumer group name
+-- ARGV[2] "ready" or "in_flight"
+-- ARGV[3] job (message) ID
+-- ARGV[4] cursor: the entry ID to go on after, "" to start
+-- ARGV[5] entries to look at, 1..1000
+-- ARGV[6] the queue's cancel channel <prefix>:{<queue>}:cancels
+-- Reply: {1, ""} when found (and cancelled); else {0, cursor to go on
+-- after ("": the state's entries end within this stretch)}.
+-- Bounded: ARGV[5] entries, one XPENDING for an in-flight match.
+
+local stream, group, mode, id = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
+local cursor, n = ARGV[4], tonumber(ARGV[5])
+local last = last_delivered(stream, group)
+if not last then
+  return {0, ''}
+end
+
+-- id_before reports whether entry ID a comes before entry ID b, compared
+-- as Redis orders them (by time, then sequence; neither has leading zeros).
+local function id_before(a, b)
+  local am, as = string.match(a, '^(%d+)-(%d+)$')
+  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
+  if #am ~= #bm then
+    return #am < #bm
+  end
+  if am ~= bm then
+    return am < bm
+  end
+  if #as ~= #bs then
+    return #as < #bs
+  end
+  return as < bs
+end
+
+local r
+if mode == 'ready' then
+  -- Consumers may have read past the cursor since the last stretch: what
+  -- they read is in flight now, not for XDEL.
+  if cursor == '' or id_before(cursor, last) then
+    cursor = last
+  end
+  r = redis.call('XRANGE', stream, after_cursor(cursor), '+', 'COUNT', n)
+else
+  if last == '0-0' then
+    return {0, ''}
+  end
+  r = redis.call('XRANGE', stream, after_cursor(cursor), last, 'COUNT', n)
+end
+
+-- A stored message's tail starts "<len(id)>:<id>": comparing that much
+-- matches the ID exactly.
+local needle = #id .. ':' .. id
+for _, e in ipairs(r) do
+  local m = entry_body(e[2])
+  local pos = string.match(m, '^1,%d+,%d+,%d+,()')
+  if pos and string.sub(m, pos, pos + #needle - 1) == needle then
+    if mode == 'ready' then
+      redis.call('XDEL', stream, e[1])
+      if redis.call('XLEN', stream) == 0 then
+        redis.call('DEL', KEYS[3])
+      end
+      return {1, ''}
+    end
+    if redis.call('XPENDING', stream, group, e[1], e[1], 1)[1] then
+      mark_canceled(KEYS[2], ARGV[6], now_ms(), e[1], id)
+      return {1, ''}
+    end
+  end
+end
+if #r < n then
+  return {0, ''}
+end
+return {0, r[#r][1]}

@@ -324,7 +324,8 @@ func (c *Client) Reschedule(ctx context.Context, queue, id string, at time.Time)
 //   - JobInFlight: a worker holds it. The pool that runs it cancels its
 //     handler's context with cause ErrJobCanceled, usually within
 //     milliseconds (a published notice) and at the latest by its next
-//     heartbeat; a job waiting in the pool to start never starts. Unless
+//     heartbeat or Job.Extend; a job waiting in the pool to start never
+//     starts (docs/cancel.md lists the edges). Unless
 //     the handler still finishes it (returns nil: the job is acked as
 //     done), the job is removed, is not retried, and its outcome is
 //     OutcomeCanceled. If its worker died, the job is removed when its

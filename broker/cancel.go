@@ -34,13 +34,16 @@ type Canceler interface {
 	// cancelled while in flight, as CancelJob marks it, until ctx ends (it
 	// is then closed). Notices may be lost (a reconnection): Extend reports
 	// every mark, so a holder learns of a cancel by its next heartbeat at
-	// the latest. The channel is also closed when the subscription breaks;
-	// the caller watches again.
+	// the latest.
 	WatchCancels(ctx context.Context, queues ...string) (<-chan CanceledJob, error)
 }
 
-// CanceledJob names a job that was cancelled while in flight.
+// CanceledJob names a job that was cancelled while in flight, and the
+// delivery that was marked: a holder matches Delivery against its
+// delivery's Receipt, so that another job under the same ID is not
+// stopped.
 type CanceledJob struct {
-	Queue string
-	ID    string
+	Queue    string
+	ID       string
+	Delivery string // the marked delivery's Receipt
 }

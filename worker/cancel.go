@@ -38,7 +38,7 @@ func (p *Pool) startCancelWatch(ctx context.Context) {
 		for {
 			if ch != nil { // nil: the watch failed
 				for n := range ch {
-					p.cancelHeld(n.Queue, n.ID)
+					p.cancelHeld(n)
 				}
 			}
 			select {
@@ -51,15 +51,16 @@ func (p *Pool) startCancelWatch(ctx context.Context) {
 	}()
 }
 
-// cancelHeld cancels the jobs id of queue the pool holds: a running one's
-// context is cancelled with cause conveyor.ErrJobCanceled, one waiting to
-// start never starts. Either way the job is acked when its handler leaves
-// it unsettled, not retried (settleCanceled).
-func (p *Pool) cancelHeld(queue, id string) {
+// cancelHeld cancels the job of n if the pool holds its delivery: a
+// running one's context is cancelled with cause conveyor.ErrJobCanceled,
+// one waiting to start never starts. Either way the job is acked when its
+// handler leaves it unsettled, not retried (settleCanceled). Another job
+// under the same ID is left alone: the notice names the delivery.
+func (p *Pool) cancelHeld(n broker.CanceledJob) {
 	p.mu.Lock()
 	var ts []*task
 	for d, t := range p.running {
-		if d.ID == id && d.Queue == queue {
+		if d.ID == n.ID && d.Queue == n.Queue && d.Receipt == n.Delivery {
 			ts = append(ts, t)
 		}
 	}

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -53,5 +54,9 @@ func (p *Pool) onDiscard(ctx context.Context, job *conveyor.Job, reason string) 
 func (s settler) Extend(ctx context.Context, d *broker.Delivery, ttl time.Duration) error {
 	s.t.extending.Lock()
 	defer s.t.extending.Unlock()
-	return s.p.cons.Extend(ctx, ttl, d)
+	err := s.p.cons.Extend(ctx, ttl, d)
+	if errors.Is(err, broker.ErrJobCanceled) {
+		s.p.cancelTask(s.t) // the pool ends the job as cancelled, whatever the handler returns
+	}
+	return err
 }

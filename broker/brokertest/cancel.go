@@ -3,6 +3,7 @@ package brokertest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -69,33 +70,42 @@ func testCancelJob(t *testing.T, e *env) {
 		t.Fatalf("Ack: %v", err)
 	}
 
-	// In flight, its holder alive.
+	// In flight, its holder alive; beside it a job whose ID ends in the
+	// cancelled one's as a receipt would spell it, which is not touched.
 	f := NewMessage(q, 5)
-	Enqueue(t, e.d, f)
-	d := FetchOne(t, c, 5*time.Second)
-	if d.ID != f.ID {
-		t.Fatalf("fetched %s, want %s", d.ID, f.ID)
+	near := NewMessage(q, 7)
+	near.ID = fmt.Sprintf("x,%d:%s", len(f.ID), f.ID)
+	Enqueue(t, e.d, near, f)
+	ds := FetchN(t, c, 2, 2, 5*time.Second)
+	d, dn := ds[1], ds[0]
+	if d.ID != f.ID || dn.ID != near.ID {
+		t.Fatalf("fetched %v, want [%s %s]", IDs(ds), near.ID, f.ID)
 	}
 	cancelJob(t, cn, q, f.ID, broker.JobInFlight)
 	select {
 	case n := <-watch:
-		if n.Queue != q || n.ID != f.ID {
-			t.Fatalf("WatchCancels received %+v, want {%s %s}", n, q, f.ID)
+		if n.Queue != q || n.ID != f.ID || n.Delivery != d.Receipt {
+			t.Fatalf("WatchCancels received %+v, want {%s %s %s}", n, q, f.ID, d.Receipt)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("WatchCancels received nothing within 5s of the cancel")
 	}
 	cancelJob(t, cn, q, f.ID, broker.JobInFlight) // still running: asked again
 	before := d.LeaseDeadline
-	err = c.Extend(ctx, longLease, d)
+	err = c.Extend(ctx, longLease, d, dn)
 	if !errors.Is(err, broker.ErrJobCanceled) {
 		t.Fatalf("Extend of a cancelled delivery: %v, want ErrJobCanceled", err)
+	}
+	for _, de := range batchErrors(err) {
+		if de.(*broker.DeliveryError).Delivery != d {
+			t.Fatalf("Extend reported %v for a job that was not cancelled", de)
+		}
 	}
 	if !d.LeaseDeadline.After(before) {
 		t.Fatalf("Extend of a cancelled delivery left its lease at %v: the holder is alive, its lease must be kept", before)
 	}
-	if err := c.Ack(ctx, d); err != nil {
-		t.Fatalf("Ack of the cancelled delivery: %v", err)
+	if err := c.Ack(ctx, d, dn); err != nil {
+		t.Fatalf("Ack of the cancelled delivery and its neighbour: %v", err)
 	}
 	cancelJob(t, cn, q, f.ID, 0)
 

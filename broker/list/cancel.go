@@ -1,9 +1,9 @@
 package list
 
 import (
+	"cmp"
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/cancels"
@@ -19,19 +19,15 @@ const cancelStretch = 500
 // removed from the ready list; an in-flight delivery is marked, its ID
 // published on the queue's cancel channel, and its holder ends it (see
 // broker.Canceler). Finding a ready or in-flight job walks the ready list
-// (newest first) and the lease ZSET, 500 members per script call: O(jobs
-// ahead of it). It implements broker.Canceler.
+// (newest first) and the inflight HASH (HSCAN), 500 members per script
+// call: O(jobs in the state). It implements broker.Canceler.
 func (d *Driver) CancelJob(ctx context.Context, queue, id string) (broker.JobState, error) {
 	if err := broker.ValidateQueue(queue); err != nil {
 		return 0, fmt.Errorf("list: cancel job: %w", err)
 	}
 	k := d.keys(queue)
 	step := func(ctx context.Context, queue, id string, state broker.JobState, cursor string) (bool, string, error) {
-		off := 0
-		if cursor != "" {
-			off, _ = strconv.Atoi(cursor)
-		}
-		v, err := cancelScript.Run(ctx, d.client, k.cancel, state.String(), id, off, cancelStretch, k.cancels)
+		v, err := cancelScript.Run(ctx, d.client, k.cancel, state.String(), id, cmp.Or(cursor, "0"), cancelStretch, k.cancels)
 		if err != nil {
 			return false, "", err
 		}
@@ -40,11 +36,8 @@ func (d *Driver) CancelJob(ctx context.Context, queue, id string) (broker.JobSta
 			return false, "", fmt.Errorf("cancel.lua replied %v", v)
 		}
 		found, _ := r[0].(int64)
-		next, _ := r[1].(int64)
-		if next < 0 {
-			return found == 1, "", nil
-		}
-		return found == 1, strconv.FormatInt(next, 10), nil
+		next, _ := r[1].(string)
+		return found == 1, next, nil
 	}
 	st, err := cancels.Cancel(ctx, d.Methods, step, queue, id)
 	if err != nil {

@@ -140,6 +140,6 @@ func newQueueKeys(prefix, queue string) *queueKeys {
 	k.discard = []string{k.lease, k.inflight, k.dead, k.dropped, k.expired, k.stats, k.reclaimed}
 	k.extend = []string{k.lease, k.canceled}
 	k.reap = []string{k.ready, k.lease, k.inflight, k.dead, k.dropped, k.expired, k.reclaimed, k.wake, k.canceled}
-	k.cancel = []string{k.ready, k.lease, k.inflight, k.canceled, k.wake}
+	k.cancel = []string{k.ready, k.inflight, k.canceled, k.wake}
 	return k
 }

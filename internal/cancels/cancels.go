@@ -11,6 +11,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -103,7 +104,8 @@ const watchTimeout = 5 * time.Second
 
 // Watch subscribes to the cancel channels of queues under prefix and
 // returns the jobs cancelled in flight as they are published, until ctx
-// ends or the subscription breaks (the channel is then closed).
+// ends (the channel is then closed). The subscription reconnects by itself
+// (go-redis); notices published meanwhile are lost.
 func Watch(ctx context.Context, rdb redis.UniversalClient, prefix string, queues ...string) (<-chan broker.CanceledJob, error) {
 	if len(queues) == 0 {
 		return nil, fmt.Errorf("watch cancels: no queue")
@@ -144,11 +146,12 @@ func Watch(ctx context.Context, rdb redis.UniversalClient, prefix string, queues
 					return
 				}
 				q, known := byChannel[m.Channel]
-				if !known || m.Payload == "" {
+				member, id, ok := strings.Cut(m.Payload, "\n")
+				if !known || !ok || id == "" {
 					continue
 				}
 				select {
-				case out <- broker.CanceledJob{Queue: q, ID: m.Payload}:
+				case out <- broker.CanceledJob{Queue: q, ID: id, Delivery: member}:
 				case <-ctx.Done():
 					return
 				}

@@ -18,11 +18,14 @@
 local CANCELED_AGE = 86400000
 local CANCELED_MAX = 100000
 
--- mark_canceled marks delivery member as cancelled at now (ms) in the marks
--- key, keeping the time of the first cancel, trims the marks by age and
--- count, and publishes id on channel ch for the processes that watch the
--- queue. It reports whether the delivery was marked before.
+-- mark_canceled publishes "<member>\n<id>" on channel ch for the processes
+-- that watch the queue (first: a user the ACL refuses the channel fails the
+-- call with nothing written), marks delivery member as cancelled at now
+-- (ms) in the marks key, keeping the time of the first cancel, and trims
+-- the marks by age and count. It reports whether the delivery was marked
+-- before. Neither a member nor an ID holds a control character.
 local function mark_canceled(key, ch, now, member, id)
+  redis.call('PUBLISH', ch, member .. '\n' .. id)
   local added = redis.call('ZADD', key, 'NX', now, member)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now - CANCELED_AGE)
   local n = redis.call('ZCARD', key)
@@ -30,7 +33,6 @@ local function mark_canceled(key, ch, now, member, id)
     redis.call('ZREMRANGEBYRANK', key, 0, n - CANCELED_MAX - 1)
   end
   redis.call('PEXPIRE', key, CANCELED_AGE)
-  redis.call('PUBLISH', ch, id)
   return added == 0
 end
 

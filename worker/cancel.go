@@ -64,10 +64,36 @@ func (p *Pool) cancelHeld(n broker.CanceledJob) {
 			ts = append(ts, t)
 		}
 	}
+	if len(ts) == 0 {
+		p.remember(n.Delivery)
+	}
 	p.mu.Unlock()
 	for _, t := range ts {
 		p.cancelTask(t)
 	}
+}
+
+// earlyKeep bounds how long, and earlyMax how many, notices for
+// deliveries the pool does not hold are kept: every pool of a queue gets
+// every notice, and one overtakes its fetch's reply by far less.
+const (
+	earlyKeep = 10 * time.Second
+	earlyMax  = 10000
+)
+
+// remember keeps a notice for a delivery the pool does not hold, in case
+// the reply of the fetch that leased it is still on its way; p.mu is held.
+func (p *Pool) remember(receipt string) {
+	now := time.Now()
+	if p.early == nil {
+		p.early = make(map[string]time.Time)
+	}
+	for r, at := range p.early {
+		if now.Sub(at) > earlyKeep || len(p.early) >= earlyMax {
+			delete(p.early, r)
+		}
+	}
+	p.early[receipt] = now
 }
 
 // cancelTask marks t cancelled and cancels its handler's context, once.

@@ -49,6 +49,10 @@ type Pool struct {
 
 	mu      sync.Mutex
 	running map[*broker.Delivery]*task
+	// early holds cancel notices for deliveries the pool did not hold when
+	// they came (by Receipt, with when): the notice can overtake the reply
+	// of the fetch that leased the job (see cancelHeld).
+	early map[string]time.Time
 	wg      sync.WaitGroup
 	// suspects counts held jobs on their last chance (Delivery.LastChance:
 	// one more lease expiry makes them poison); while there is one, the
@@ -390,6 +394,12 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 			t.d, t.vt = d, p.leaseFor(d)
 			t.job = conveyor.NewJob(d, settler{p: p, t: t})
 			p.running[d] = t
+			if len(p.early) > 0 {
+				if _, ok := p.early[d.Receipt]; ok {
+					t.canceled = true // cancelled before this fetch's reply came
+					delete(p.early, d.Receipt)
+				}
+			}
 			if d.LastChance {
 				p.suspects++
 			}

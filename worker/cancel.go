@@ -73,9 +73,10 @@ func (p *Pool) cancelHeld(n broker.CanceledJob) {
 	}
 }
 
-// earlyKeep bounds how long, and earlyMax how many, notices for
-// deliveries the pool does not hold are kept: every pool of a queue gets
-// every notice, and one overtakes its fetch's reply by far less.
+// earlyMax bounds the notices for deliveries the pool does not hold that
+// it keeps (every pool of a queue gets every notice); when full, those
+// older than earlyKeep go, or all of them: a notice overtakes its fetch's
+// reply by far less.
 const (
 	earlyKeep = 10 * time.Second
 	earlyMax  = 10000
@@ -88,9 +89,14 @@ func (p *Pool) remember(receipt string) {
 	if p.early == nil {
 		p.early = make(map[string]time.Time)
 	}
-	for r, at := range p.early {
-		if now.Sub(at) > earlyKeep || len(p.early) >= earlyMax {
-			delete(p.early, r)
+	if len(p.early) >= earlyMax { // pruned only when full: a notice costs O(1)
+		for r, at := range p.early {
+			if now.Sub(at) > earlyKeep {
+				delete(p.early, r)
+			}
+		}
+		if len(p.early) >= earlyMax {
+			clear(p.early)
 		}
 	}
 	p.early[receipt] = now

@@ -53,7 +53,7 @@ type Pool struct {
 	// they came (by Receipt, with when): the notice can overtake the reply
 	// of the fetch that leased the job (see cancelHeld).
 	early map[string]time.Time
-	wg      sync.WaitGroup
+	wg    sync.WaitGroup
 	// suspects counts held jobs on their last chance (Delivery.LastChance:
 	// one more lease expiry makes them poison); while there is one, the
 	// pool fetches nothing more for up to a HeartbeatInterval, so that a

@@ -82,7 +82,8 @@ func TestQueuePage(t *testing.T) {
 		// Pages of two: the first links to the next, the last to the previous.
 		a = e.get("queue?q=work&state=ready&limit=2", http.StatusOK)
 		contains(t, "ready page 1", a.body, "Jobs 1 to 2 of 3 ready", `offset=2`, "Next →")
-		lacks(t, "ready page 1", a.body, "r3", "← Previous")
+		// The job's link, not "r3" anywhere: a random token on the page may spell it.
+		lacks(t, "ready page 1", a.body, `href="job?id=r3&amp;`, "← Previous")
 		a = e.get("queue?q=work&state=ready&limit=2&offset=2", http.StatusOK)
 		contains(t, "ready page 2", a.body, "Jobs 3 to 3 of 3 ready", "r3", "← Previous")
 		lacks(t, "ready page 2", a.body, "Next →", ">r1<")

@@ -12,8 +12,8 @@ import (
 // the ID in the states searched.
 var ErrJobNotFound = errors.New("conveyor: job not found")
 
-// JobState is where a job of a queue is: JobReady, JobInFlight, JobDelayed
-// or JobDiscarded (broker.JobState).
+// JobState is where a job of a queue is: JobReady, JobInFlight,
+// JobDelayed, JobDiscarded or JobFinished (broker.JobState).
 type JobState = broker.JobState
 
 // The states of a job.
@@ -22,7 +22,18 @@ const (
 	JobInFlight  = broker.JobInFlight
 	JobDelayed   = broker.JobDelayed
 	JobDiscarded = broker.JobDiscarded
+	// JobFinished: a record of a finished job, kept where it was asked for
+	// (EnqueueOptions.Record, worker.Config.Records); JobInfo.Record holds
+	// it.
+	JobFinished = broker.JobFinished
 )
+
+// JobRecord is what became of a finished job (broker.JobRecord).
+type JobRecord = broker.JobRecord
+
+// RecordStats are the figures of a queue's records of finished jobs
+// (broker.RecordStats).
+type RecordStats = broker.RecordStats
 
 // JobInfo is one job as the Inspector found it (broker.JobInfo).
 type JobInfo = broker.JobInfo
@@ -120,7 +131,7 @@ func checkQueue(op, queue string) error {
 // checkState validates a job state for op.
 func checkState(op string, s JobState) error {
 	if !s.Valid() {
-		return fmt.Errorf("conveyor: inspector: %s: %v is not a job state: want ready, in_flight, delayed or discarded", op, s)
+		return fmt.Errorf("conveyor: inspector: %s: %v is not a job state: want ready, in_flight, delayed, discarded or finished", op, s)
 	}
 	return nil
 }
@@ -203,14 +214,18 @@ func (i *Inspector) Jobs(ctx context.Context, queue string, state JobState, opts
 	return &JobPage{Jobs: js, Total: total, Offset: o.Offset, Limit: o.Limit}, nil
 }
 
-// searchOrder is Job's default: every state, cheapest first. Delayed is
-// O(1); in flight holds as many jobs as run at once; discarded at most the
-// discard cap; ready the whole backlog.
-var searchOrder = [...]JobState{JobDelayed, JobInFlight, JobDiscarded, JobReady}
+// searchOrder is Job's default: every state where a job is now, cheapest
+// first (delayed is O(1); in flight holds as many jobs as run at once;
+// discarded at most the discard cap; ready the whole backlog), then its
+// record (O(1)): a job waiting or running again under a reused ID, or
+// re-driven, is found as it is now, not as it ended before.
+var searchOrder = [...]JobState{JobDelayed, JobInFlight, JobDiscarded, JobReady, JobFinished}
 
 // Job returns the job id of queue, searching states in the order given,
-// by default every state, cheapest first: delayed, in flight, discarded,
-// ready. It fails with ErrJobNotFound when no state holds the job. A job
+// by default every state where a job is now, cheapest first: delayed, in
+// flight, discarded, ready; then finished (a record, where one was kept).
+// To look up a finished job without walking the ready backlog, ask for
+// JobFinished alone. It fails with ErrJobNotFound when no state holds the job. A job
 // that moves between states while the search runs may be missed; an ID in
 // two states (a discard record of an earlier run and a new job with the
 // same business key) is found in the first searched.
@@ -226,7 +241,11 @@ func (i *Inspector) Job(ctx context.Context, queue, id string, states ...JobStat
 			return nil, err
 		}
 	}
+	records := i.d.Capabilities().Records
 	for _, s := range states {
+		if s == JobFinished && !records {
+			continue // the driver keeps none
+		}
 		j, err := i.x.FindJob(ctx, queue, s, id)
 		if err != nil {
 			return nil, fmt.Errorf("conveyor: inspector: job %q of %q: %w", id, queue, err)
@@ -321,11 +340,30 @@ func (i *Inspector) Purge(ctx context.Context, queue string, state JobState, max
 	case JobInFlight:
 		return 0, errors.New("conveyor: inspector: purge: in-flight jobs cannot be purged: they are leased to workers; " +
 			"wait for them to settle, or for their leases to run out and purge them as ready jobs")
+	case JobFinished:
+		return 0, errors.New("conveyor: inspector: purge: records of finished jobs are not purged: their retention drops them")
 	}
 	if err != nil {
 		return n, fmt.Errorf("conveyor: inspector: purge %v jobs of %q: %w", state, queue, err)
 	}
 	return n, nil
+}
+
+// RecordStats returns the figures of queue's records of finished jobs:
+// how many it holds and how many retention dropped.
+func (i *Inspector) RecordStats(ctx context.Context, queue string) (RecordStats, error) {
+	if err := checkQueue("record stats", queue); err != nil {
+		return RecordStats{}, err
+	}
+	x, ok := i.d.(broker.Records)
+	if !ok || !i.d.Capabilities().Records {
+		return RecordStats{}, fmt.Errorf("conveyor: inspector: record stats: driver %T keeps no records: %w", i.d, broker.ErrUnsupported)
+	}
+	st, err := x.RecordStats(ctx, queue)
+	if err != nil {
+		return st, fmt.Errorf("conveyor: inspector: record stats of %q: %w", queue, err)
+	}
+	return st, nil
 }
 
 func (i *Inspector) discards(op string) (broker.Discards, error) {

@@ -319,7 +319,7 @@ func TestInspectorBadInput(t *testing.T) {
 			t.Errorf("Jobs with %+v: nil error", o)
 		}
 	}
-	for _, s := range []conveyor.JobState{0, 5, -1} {
+	for _, s := range []conveyor.JobState{0, 6, -1} {
 		if _, err := e.insp.Jobs(e.ctx, "q", s, nil); err == nil || !strings.Contains(err.Error(), "not a job state") {
 			t.Errorf("Jobs in state %d: %v, want an error saying it is not a job state", s, err)
 		}

@@ -3,6 +3,7 @@ package conveyor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -21,6 +22,7 @@ type Job struct {
 	state    atomic.Int32
 	acked    atomic.Bool
 	fin      finishing
+	result   atomic.Pointer[[]byte]
 }
 
 const (
@@ -143,3 +145,28 @@ func (j *Job) settle(f func() error, s Settlement) error {
 }
 
 func isLeaseLost(err error) bool { return errors.Is(err, ErrLeaseLost) }
+
+// SetResult sets what the job's record (EnqueueOptions.Record,
+// worker.Config.Records) keeps as its result: a small value for support
+// and callers to look up (an invoice number, a count), at most
+// MaxRecordResult bytes. A later call replaces it; it is kept only when
+// the job finishes with a record, and costs nothing otherwise.
+func (j *Job) SetResult(b []byte) error {
+	if len(b) > MaxRecordResult {
+		return fmt.Errorf("conveyor: job %q: result of %d bytes, more than %d", j.ID, len(b), MaxRecordResult)
+	}
+	c := append([]byte(nil), b...)
+	j.result.Store(&c)
+	return nil
+}
+
+// Result returns what SetResult set, nil when nothing.
+func (j *Job) Result() []byte {
+	if p := j.result.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// MaxRecordResult caps Job.SetResult.
+const MaxRecordResult = broker.MaxRecordResult

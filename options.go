@@ -51,6 +51,13 @@ type EnqueueOptions struct {
 	// HeaderVisibilityTimeout. The stream driver can only shorten a lease
 	// (its leases are idle times measured against the queue's timeout).
 	VisibilityTimeout time.Duration
+	// Record asks for a record of the finished job, kept this long: its
+	// outcome, attempts, times, worker, last error and result
+	// (Job.SetResult), found by Inspector.Job and listed as JobFinished
+	// (docs/results.md). It travels in the header HeaderRecord and wins over
+	// the pool's worker.Config.Records. 0: the pool's setting; at least 1ms
+	// otherwise.
+	Record time.Duration
 }
 
 // Request is one job of an EnqueueMany call.
@@ -65,6 +72,21 @@ type Request struct {
 // HeaderVisibilityTimeout carries a job's own visibility timeout
 // (EnqueueOptions.VisibilityTimeout), in milliseconds.
 const HeaderVisibilityTimeout = "conveyor-visibility-timeout"
+
+// HeaderRecord carries how long a job's record is kept
+// (EnqueueOptions.Record), in milliseconds.
+const HeaderRecord = "conveyor-record"
+
+// RecordOf returns how long m asks for its record to be kept, in its
+// header; ok is false when it asks for nothing (or the header is
+// malformed).
+func RecordOf(m *broker.Message) (d time.Duration, ok bool) {
+	ms, err := strconv.ParseInt(m.Headers[HeaderRecord], 10, 64)
+	if err != nil || ms <= 0 || ms > int64(maxRunAhead/time.Millisecond) {
+		return 0, false
+	}
+	return time.Duration(ms) * time.Millisecond, true
+}
 
 // HeaderRunAt carries the time a delayed job was due (unix milliseconds):
 // the client sets it on every job enqueued with a Delay or RunAt, so that
@@ -131,6 +153,19 @@ func (c *Client) message(r Request, now time.Time) (*broker.Message, error) {
 			m.Headers = map[string]string{}
 		}
 		m.Headers[HeaderVisibilityTimeout] = strconv.FormatInt(max(o.VisibilityTimeout.Milliseconds(), 1), 10)
+	}
+	switch {
+	case o.Record < 0:
+		return nil, &broker.MessageError{ID: o.ID, Field: "Record", Reason: "negative"}
+	case o.Record > maxRunAhead:
+		return nil, &broker.MessageError{ID: o.ID, Field: "Record", Reason: "more than 100 years"}
+	case o.Record > 0 && o.Record < time.Millisecond:
+		return nil, &broker.MessageError{ID: o.ID, Field: "Record", Reason: "under 1ms"}
+	case o.Record > 0:
+		if m.Headers == nil {
+			m.Headers = map[string]string{}
+		}
+		m.Headers[HeaderRecord] = strconv.FormatInt(o.Record.Milliseconds(), 10)
 	}
 	if m.UniqueKey != "" && m.UniqueTTL == 0 {
 		m.UniqueTTL = DefaultUniqueFor

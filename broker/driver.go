@@ -40,6 +40,10 @@ type Capabilities struct {
 	// Cancel: a job can be cancelled by ID while delayed, ready or in
 	// flight (the driver implements Canceler).
 	Cancel bool
+	// Records: an Ack or Discard of a delivery whose Finish is set keeps a
+	// record of the finished job, atomically with the settle (the driver
+	// implements Records; see FinishRecord).
+	Records bool
 }
 
 // ConsumerOptions configure one Consumer. The zero value is valid.

@@ -51,17 +51,20 @@ type JobState int
 // The states of a job. The order of ListJobs differs by state: ready jobs
 // come next-to-run first, in-flight jobs earliest lease deadline first
 // (list driver) or oldest delivery first (stream driver: by entry ID),
-// delayed jobs earliest due first, discarded jobs newest first.
+// delayed jobs earliest due first, discarded jobs newest first, finished
+// jobs latest to expire first (Records.ListRecords).
 const (
 	JobReady     JobState = iota + 1 // waiting to be fetched
 	JobInFlight                      // fetched, under a lease
 	JobDelayed                       // a timer: ready at its RunAt
 	JobDiscarded                     // a record in the discard queue
+	JobFinished                      // a record of a finished job (Records)
 )
 
-var stateNames = [...]string{JobReady: "ready", JobInFlight: "in_flight", JobDelayed: "delayed", JobDiscarded: "discarded"}
+var stateNames = [...]string{JobReady: "ready", JobInFlight: "in_flight", JobDelayed: "delayed", JobDiscarded: "discarded", JobFinished: "finished"}
 
-// String returns "ready", "in_flight", "delayed" or "discarded".
+// String returns "ready", "in_flight", "delayed", "discarded" or
+// "finished".
 func (s JobState) String() string {
 	if s.Valid() {
 		return stateNames[s]
@@ -69,18 +72,18 @@ func (s JobState) String() string {
 	return fmt.Sprintf("JobState(%d)", int(s))
 }
 
-// Valid reports whether s is one of the four states.
-func (s JobState) Valid() bool { return s >= JobReady && s <= JobDiscarded }
+// Valid reports whether s is one of the five states.
+func (s JobState) Valid() bool { return s >= JobReady && s <= JobFinished }
 
 // ParseJobState returns the state String names (for a CLI's or an HTTP
 // API's arguments).
 func ParseJobState(name string) (JobState, error) {
-	for s := JobReady; s <= JobDiscarded; s++ {
+	for s := JobReady; s <= JobFinished; s++ {
 		if stateNames[s] == name {
 			return s, nil
 		}
 	}
-	return 0, fmt.Errorf("conveyor: unknown job state %q: want ready, in_flight, delayed or discarded", name)
+	return 0, fmt.Errorf("conveyor: unknown job state %q: want ready, in_flight, delayed, discarded or finished", name)
 }
 
 // QueueSizes are the figures of one queue, read together.
@@ -129,6 +132,10 @@ type JobInfo struct {
 	// Reason and DiscardedAt say why and when a discarded job was discarded.
 	Reason      string
 	DiscardedAt time.Time
+	// Record is a finished job's record (State JobFinished); Message then
+	// holds the ID, kind, queue, attempt, recoveries and EnqueuedAt it
+	// names.
+	Record *JobRecord
 	// Raw holds the stored form when it cannot be decoded (Message then
 	// holds what could be read, the ID at least when the header is intact);
 	// nil otherwise.

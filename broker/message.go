@@ -75,6 +75,11 @@ type Delivery struct {
 	// its worker again, no other job dies with it. Earlier recoveries run
 	// in batches, as any job.
 	LastChance bool
+	// Finish, set before an Ack or Discard by a caller that wants a record
+	// of the finished job, is written by that settle where the driver has
+	// Capabilities.Records (see FinishRecord); drivers without it ignore
+	// it. Nil writes no record.
+	Finish *FinishRecord
 }
 
 // IsLastChance reports whether a message with recoveries lease expiries

@@ -124,6 +124,9 @@ func (p *Pool) cancelTask(t *task) {
 func (p *Pool) settleCanceled(t *task) conveyor.Settlement {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	t.mu.Lock()
+	t.ackCanceled = true // its record says so
+	t.mu.Unlock()
 	err := t.job.Ack(ctx)
 	if err != nil {
 		p.log.Warn("ack of a canceled job failed", append(p.jobAttrs(t.d), "error", err)...)

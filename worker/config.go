@@ -135,6 +135,18 @@ type Config struct {
 	// negative: the pool does not register. Ignored by a driver without a
 	// registry.
 	RegistryInterval time.Duration
+	// Records keeps a record of each job the pool finishes (acked,
+	// discarded, or cancelled) for this long: its outcome, attempt, times,
+	// this pool's worker ID, the error that ended it and its result
+	// (Job.SetResult), found with conveyor.Inspector.Job and listed as
+	// conveyor.JobFinished (docs/results.md). The record is written by the
+	// settle's own script call, so it costs a few more commands in that
+	// call, not a round trip. A job's EnqueueOptions.Record wins over it.
+	// 0: only the jobs that ask for one; otherwise at least 1ms. Ignored by
+	// a driver without records (pubsub).
+	Records time.Duration
+	// QueueRecords sets Records per queue, for the queues named.
+	QueueRecords map[string]time.Duration
 }
 
 // checkQueues validates Queues, StrictPriority and QueueConcurrency.
@@ -154,6 +166,14 @@ func (c *Config) checkQueues() error {
 	}
 	if c.StrictPriority && len(c.Queues) == 0 {
 		return errors.New("worker: StrictPriority needs Queues")
+	}
+	for q, d := range c.QueueRecords {
+		if _, ok := c.Queues[q]; !ok && q != c.Queue {
+			return fmt.Errorf("worker: QueueRecords: the pool does not serve queue %q", q)
+		}
+		if err := checkRecords(d); err != nil {
+			return fmt.Errorf("worker: QueueRecords: queue %q: %w", q, err)
+		}
 	}
 	for q, n := range c.QueueConcurrency {
 		if _, ok := c.Queues[q]; !ok && q != c.Queue {
@@ -229,6 +249,9 @@ func (c Config) withDefaults() (Config, error) {
 	if err := c.checkQueues(); err != nil {
 		return c, err
 	}
+	if err := checkRecords(c.Records); err != nil {
+		return c, fmt.Errorf("worker: Records: %w", err)
+	}
 	if len(c.Queues) == 1 {
 		for q := range c.Queues {
 			c.Queue, c.Queues, c.StrictPriority = q, nil, false
@@ -274,4 +297,12 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("worker: negative ShutdownGrace")
 	}
 	return c, nil
+}
+
+// checkRecords validates a record retention: 0 (none) or from 1ms.
+func checkRecords(d time.Duration) error {
+	if d < 0 || (d > 0 && d < time.Millisecond) {
+		return fmt.Errorf("record retention %v: want 0 or at least 1ms", d)
+	}
+	return nil
 }

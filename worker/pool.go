@@ -118,16 +118,17 @@ type task struct {
 	// mu guards the fields below and cancel, for moments, never across a
 	// round trip: finishing a job and cancelling it (shutdown, a lost
 	// lease) must not wait on Redis.
-	mu         sync.Mutex
-	released   bool          // handed back to the queue by the pool
-	handedBack chan struct{} // closed when the drain's hand-back returned; releaseErr is then set
-	releaseErr error         // why the hand-back failed (the lease brings the job back)
-	returned   bool          // the handler returned; the pool settles it
-	lost       bool          // the heartbeat found the lease lost
-	canceled   bool          // the job was cancelled (Client.CancelJob): not retried
-	abandoned  bool          // stuck past its timeout: not extended, its worker replaced
-	timeout    time.Duration // the handler's timeout (0: none), for the log
-	started    time.Time     // when the handler started (zero: not yet), for the registry
+	mu          sync.Mutex
+	released    bool          // handed back to the queue by the pool
+	handedBack  chan struct{} // closed when the drain's hand-back returned; releaseErr is then set
+	releaseErr  error         // why the hand-back failed (the lease brings the job back)
+	returned    bool          // the handler returned; the pool settles it
+	lost        bool          // the heartbeat found the lease lost
+	canceled    bool          // the job was cancelled (Client.CancelJob): not retried
+	ackCanceled bool          // the pool acks it as cancelled (settleCanceled)
+	abandoned   bool          // stuck past its timeout: not extended, its worker replaced
+	timeout     time.Duration // the handler's timeout (0: none), for the log
+	started     time.Time     // when the handler started (zero: not yet), for the registry
 	// Set before the handler starts, read by the watchdog (see watch):
 	// when the default timeout cancels the handler (zero: the handler's
 	// context has its own deadline, or there is none), and when a handler
@@ -673,7 +674,9 @@ func (p *Pool) run(base context.Context, t *task) {
 	}
 	start := time.Now()
 	t.mu.Lock()
-	t.started = start
+	if !canceled {
+		t.started = start // zero for a job cancelled before it ran: its record says so
+	}
 	if timeout > 0 {
 		t.timeout = timeout
 		if p.cfg.JobTimeout == 0 && t.d.Timeout == 0 {
@@ -762,6 +765,7 @@ func (p *Pool) acker(stop <-chan struct{}) {
 		}
 		ds = ds[:0]
 		for _, t := range batch {
+			t.d.Finish = p.finishRecord(t, "acked", "")
 			ds = append(ds, t.d)
 		}
 		errs := p.ackWithRetries(ds)

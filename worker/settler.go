@@ -19,6 +19,13 @@ type settler struct {
 }
 
 func (s settler) Ack(ctx context.Context, d *broker.Delivery) error {
+	outcome, why := "acked", ""
+	s.t.mu.Lock()
+	if s.t.ackCanceled {
+		outcome, why = "canceled", conveyor.ErrJobCanceled.Error()
+	}
+	s.t.mu.Unlock()
+	d.Finish = s.p.finishRecord(s.t, outcome, why)
 	return s.p.acks.Do(ctx, d)
 }
 
@@ -31,6 +38,7 @@ func (s settler) Postpone(ctx context.Context, d *broker.Delivery, at time.Time)
 }
 
 func (s settler) Discard(ctx context.Context, d *broker.Delivery, reason string) error {
+	d.Finish = s.p.finishRecord(s.t, "discarded", reason)
 	err := s.p.cons.Discard(ctx, d, reason)
 	if err == nil && s.p.cfg.OnDiscard != nil {
 		s.p.onDiscard(ctx, s.t.job, reason)
@@ -59,4 +67,35 @@ func (s settler) Extend(ctx context.Context, d *broker.Delivery, ttl time.Durati
 		s.p.cancelTask(s.t) // the pool ends the job as cancelled, whatever the handler returns
 	}
 	return err
+}
+
+// recordKeep returns how long the record of a job of the pool is kept: the
+// job's own EnqueueOptions.Record, else its queue's QueueRecords, else
+// Records; 0 for none.
+func (p *Pool) recordKeep(m *broker.Message) time.Duration {
+	if d, ok := conveyor.RecordOf(m); ok {
+		return d
+	}
+	if d, ok := p.cfg.QueueRecords[m.Queue]; ok {
+		return d
+	}
+	return p.cfg.Records
+}
+
+// finishRecord returns the record request of t's job ending with outcome
+// and err (the error that ended it, "" for none), nil when the job gets no
+// record.
+func (p *Pool) finishRecord(t *task, outcome, err string) *broker.FinishRecord {
+	keep := p.recordKeep(&t.d.Message)
+	if keep <= 0 || !p.d.Capabilities().Records {
+		return nil
+	}
+	t.mu.Lock()
+	started := t.started
+	t.mu.Unlock()
+	d := t.d
+	return &broker.FinishRecord{Keep: keep, Record: broker.JobRecord{
+		Queue: d.Queue, Kind: d.Kind, Outcome: outcome, Attempt: d.Attempt(), Recoveries: d.Recoveries,
+		EnqueuedAt: d.EnqueuedAt, StartedAt: started, Worker: p.id, Error: err, Result: t.job.Result(),
+	}}
 }

@@ -101,6 +101,7 @@ var tests = []test{
 	{"KeeperElection", keeps, "Keep and AtLeastOnce", testKeeperElection},
 	{"CancelJob", cancels, "Cancel, AtLeastOnce, Delay and Extend", testCancelJob},
 	{"CancelJobWatchEnds", cancels, "Cancel, AtLeastOnce, Delay and Extend", testCancelJobWatchEnds},
+	{"Records", keepsRecords, "Records, AtLeastOnce and Discard", testRecords},
 }
 
 // Run runs the conformance suite on the drivers f builds, as parallel

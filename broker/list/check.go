@@ -7,6 +7,7 @@ import (
 	"github.com/conveyorq/conveyor/internal/cancels"
 	"github.com/conveyorq/conveyor/internal/elect"
 	"github.com/conveyorq/conveyor/internal/reclaims"
+	"github.com/conveyorq/conveyor/internal/records"
 	"github.com/conveyorq/conveyor/internal/redischeck"
 	"github.com/conveyorq/conveyor/internal/wake"
 	"github.com/conveyorq/conveyor/internal/workers"
@@ -52,5 +53,5 @@ func needs(prefix string) []redischeck.Need {
 		key(k.inflight, "HMGET", k.inflight, "f"),
 		key(k.inflight, "HDEL", k.inflight, "f"),
 		key(k.inflight, "HSCAN", k.inflight, "0"), // a lost fetch's hand-back
-	), slices.Concat(reclaims.Needs(k.reclaimed), cancels.Needs(k.canceled, k.cancels), workers.Needs(prefix), wake.Needs(k.wake), elect.Needs(k.keeper, k.heir))...)
+	), slices.Concat(reclaims.Needs(k.reclaimed), cancels.Needs(k.canceled, k.cancels), records.Needs(k.records), workers.Needs(prefix), wake.Needs(k.wake), elect.Needs(k.keeper, k.heir))...)
 }

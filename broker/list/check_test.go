@@ -16,5 +16,6 @@ func TestCheckAsksForEveryScriptCommand(t *testing.T) {
 		have = append(have, n.Cmd)
 	}
 	redistest.ScriptsCovered(t, have, []string{"XGROUP CREATE", "XADD"},
-		"lua", "../../internal/timers/lua", "../../internal/discards/lua", "../../internal/inspect/lua", "../../internal/reclaims/lua")
+		"lua", "../../internal/timers/lua", "../../internal/discards/lua", "../../internal/inspect/lua", "../../internal/reclaims/lua",
+		"../../internal/cancels/lua", "../../internal/records/lua")
 }

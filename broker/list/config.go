@@ -11,6 +11,7 @@ import (
 	"github.com/conveyorq/conveyor/internal/discards"
 	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/internal/logs"
+	"github.com/conveyorq/conveyor/internal/records"
 )
 
 // Config configures a Driver. The zero value (or nil) is valid.
@@ -32,6 +33,11 @@ type Config struct {
 	// (broker.Discards). Defaults to 7 days; a negative value keeps records
 	// whatever their age (DiscardMax still caps them).
 	DiscardMaxAge time.Duration
+	// RecordMax caps the records of finished jobs kept per queue
+	// (broker.Records; written only for the jobs that ask for one): past
+	// it, those soonest to expire are dropped and counted. Defaults to
+	// 100,000.
+	RecordMax int
 	// ReapBatch bounds one step of recovery: how many expired leases one
 	// script call moves. Defaults to 100. (Timers are promoted apart, by
 	// package delay.)
@@ -71,6 +77,11 @@ func (cfg *Config) withDefaults() (Config, error) {
 		errs = multierror.Append(errs, err)
 	} else {
 		c.DiscardMax, c.DiscardMaxAge = r.Max, r.MaxAge
+	}
+	if n, err := records.CheckMax(c.RecordMax); err != nil {
+		errs = multierror.Append(errs, err)
+	} else {
+		c.RecordMax = n
 	}
 	switch {
 	case c.ReapBatch == 0:

@@ -28,7 +28,8 @@ func (d *Driver) deleter() *inspect.Deleter {
 		Call: func(q string) ([]string, []any) {
 			k := d.keys(q)
 			return []string{k.ready, k.lease, k.inflight, k.delayed, k.timers.Timers, k.dead, k.dropped, k.expired,
-				k.stats, k.reclaimed, k.wake, k.paused, k.keeper, k.heir, k.heir + ":baton", k.canceled}, nil
+				k.stats, k.reclaimed, k.wake, k.paused, k.keeper, k.heir, k.heir + ":baton", k.canceled,
+				k.records.Done, k.records.At, k.records.Counts}, nil
 		},
 		Forget: d.reg.Forget,
 	}

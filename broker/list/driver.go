@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/conveyorq/conveyor/internal/inspect"
 	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/internal/pause"
+	"github.com/conveyorq/conveyor/internal/records"
 	"github.com/conveyorq/conveyor/internal/registry"
 	"github.com/conveyorq/conveyor/internal/timers"
 	"github.com/conveyorq/conveyor/internal/workers"
@@ -39,6 +41,7 @@ type Driver struct {
 
 	*timers.Methods    // broker.Timers, see timers.go
 	*discards.Keeper   // broker.Discards, see discards.go
+	*records.Records   // broker.Records
 	*inspect.Inspector // broker.Inspector, see inspect.go
 	*workers.Registry  // broker.WorkerRegistry
 	*pause.Pauser      // broker.Pauser
@@ -58,6 +61,7 @@ func New(client redis.UniversalClient, cfg *Config) (*Driver, error) {
 	d := &Driver{client: client, cfg: c, log: c.Logger, reg: registry.New(c.Prefix, "list", c.Logger)}
 	d.Methods = d.timerMethods()
 	d.Keeper = d.discardKeeper()
+	d.Records = &records.Records{Name: "list", Client: client, Prefix: c.Prefix, Max: c.RecordMax}
 	d.Inspector = d.inspector()
 	d.Registry = workers.New(client, c.Prefix)
 	d.Pauser = pause.New(client, c.Prefix)
@@ -66,7 +70,7 @@ func New(client redis.UniversalClient, cfg *Config) (*Driver, error) {
 
 // Capabilities reports what the list driver promises.
 func (d *Driver) Capabilities() broker.Capabilities {
-	return broker.Capabilities{AtLeastOnce: true, FIFO: true, Delay: true, Extend: true, Discard: true, Pause: true, Keep: true, Cancel: true}
+	return broker.Capabilities{AtLeastOnce: true, FIFO: true, Delay: true, Extend: true, Discard: true, Pause: true, Keep: true, Cancel: true, Records: true}
 }
 
 // Open returns a consumer of queue. Its only I/O is adding queue to the
@@ -106,9 +110,10 @@ type queueKeys struct {
 	ready, wake, lease, inflight, reclaimed, canceled, cancels, delayed, dead, dropped, expired, stats, paused, keeper, heir string
 	timers                                                                                                                   timers.Keys
 	discards                                                                                                                 discards.Keys
+	records                                                                                                                  records.Keys
 	promoteTo                                                                                                                timers.Target
 
-	enqueue, fetch, ack, retry, release, discard, extend, reap, cancel []string
+	enqueue, fetch, ack, ackRecord, retry, release, discard, extend, reap, cancel []string
 }
 
 // newQueueKeys lays out a queue's keys; docs/redis-keys.md describes them.
@@ -128,6 +133,7 @@ func newQueueKeys(prefix, queue string) *queueKeys {
 		paused:    pause.Key(prefix, queue),
 		timers:    timers.QueueKeys(prefix, queue),
 		discards:  discards.QueueKeys(prefix, queue),
+		records:   records.QueueKeys(prefix, queue),
 	}
 	k.dead, k.dropped, k.expired = k.discards.Dead, k.discards.Dropped, k.discards.Expired
 	k.delayed = k.timers.Delayed
@@ -137,7 +143,8 @@ func newQueueKeys(prefix, queue string) *queueKeys {
 	k.ack = []string{k.lease, k.inflight, k.stats, k.reclaimed}
 	k.retry = []string{k.ready, k.lease, k.inflight, k.delayed, k.timers.Timers, k.stats, k.reclaimed, k.wake, k.canceled}
 	k.release = []string{k.ready, k.lease, k.inflight, k.reclaimed, k.wake, k.canceled}
-	k.discard = []string{k.lease, k.inflight, k.dead, k.dropped, k.expired, k.stats, k.reclaimed}
+	k.ackRecord = append(slices.Clip(k.ack), k.records.List()...)
+	k.discard = append([]string{k.lease, k.inflight, k.dead, k.dropped, k.expired, k.stats, k.reclaimed}, k.records.List()...)
 	k.extend = []string{k.lease, k.canceled}
 	k.reap = []string{k.ready, k.lease, k.inflight, k.dead, k.dropped, k.expired, k.reclaimed, k.wake, k.canceled}
 	k.cancel = []string{k.ready, k.inflight, k.canceled, k.wake}

@@ -45,7 +45,7 @@ var (
 // inspector returns internal/inspect's Inspector on the driver's keys.
 func (d *Driver) inspector() *inspect.Inspector {
 	return &inspect.Inspector{
-		Name: "list", Client: d.client, Prefix: d.cfg.Prefix, Timers: d.Methods, Discards: d.Keeper,
+		Name: "list", Client: d.client, Prefix: d.cfg.Prefix, Timers: d.Methods, Discards: d.Keeper, Records: d.Records,
 		SizesScript: inspectSizesScript,
 		SizesCall: func(q string, maxAge int64) ([]string, []any) {
 			k := d.keys(q)

@@ -1,9 +1,9 @@
 package list
 
 // The methods below are those of the broker interfaces the driver
-// implements (broker.Timers, broker.Discards, broker.Inspector,
-// broker.QueueDeleter, broker.WorkerRegistry, broker.Pauser), declared here
-// so that their documentation is where a user of the driver looks.
+// implements (broker.Timers, broker.Discards, broker.Records,
+// broker.Inspector, broker.QueueDeleter, broker.WorkerRegistry,
+// broker.Pauser), declared here so that their documentation is where a user of the driver looks.
 
 import (
 	"context"
@@ -86,18 +86,39 @@ func (d *Driver) Redrive(ctx context.Context, queue string, f broker.DiscardFilt
 	return d.Keeper.Redrive(ctx, queue, f, max)
 }
 
+// GetRecord returns the record of finished job id of queue, nil when there
+// is none: one script call, O(1) but for a step of retention. It
+// implements broker.Records.
+func (d *Driver) GetRecord(ctx context.Context, queue, id string) (*broker.JobRecord, error) {
+	return d.Records.GetRecord(ctx, queue, id)
+}
+
+// ListRecords returns a page of queue's records of finished jobs, the
+// latest to expire first, and how many the queue holds: one script call,
+// O(log n + offset + limit). It implements broker.Records.
+func (d *Driver) ListRecords(ctx context.Context, queue string, offset, limit int) ([]*broker.JobRecord, int64, error) {
+	return d.Records.ListRecords(ctx, queue, offset, limit)
+}
+
+// RecordStats returns the figures of queue's records of finished jobs (the
+// cap is Config.RecordMax): one script call. It implements broker.Records.
+func (d *Driver) RecordStats(ctx context.Context, queue string) (broker.RecordStats, error) {
+	return d.Records.RecordStats(ctx, queue)
+}
+
 // FindJob returns the job id of queue if it is in state, nil if not.
 // Delayed: O(1) (the timers HASH). Discarded: the discard list, newest
-// first, 1,000 records per call. Ready and in flight: a walk, a bounded step
-// of entries per script call. It implements broker.Inspector.
+// first, 1,000 records per call. Finished: O(1) (the records HASH). Ready
+// and in flight: a walk, a bounded step of entries per script call. It
+// implements broker.Inspector.
 func (d *Driver) FindJob(ctx context.Context, queue string, state broker.JobState, id string) (*broker.JobInfo, error) {
 	return d.Inspector.FindJob(ctx, queue, state, id)
 }
 
 // ListJobs returns a page of queue's jobs in state: delayed earliest due
-// first (the timers ZSET), discarded newest first (the discard list), ready
-// and in flight in the driver's order (docs/inspector.md). It implements
-// broker.Inspector.
+// first (the timers ZSET), discarded newest first (the discard list),
+// finished the latest to expire first (the records), ready and in flight in
+// the driver's order (docs/inspector.md). It implements broker.Inspector.
 func (d *Driver) ListJobs(ctx context.Context, queue string, state broker.JobState, offset, limit int) ([]*broker.JobInfo, int64, error) {
 	return d.Inspector.ListJobs(ctx, queue, state, offset, limit)
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/conveyorq/conveyor/internal/cancels"
 	"github.com/conveyorq/conveyor/internal/discards"
 	"github.com/conveyorq/conveyor/internal/reclaims"
+	"github.com/conveyorq/conveyor/internal/records"
 	"github.com/conveyorq/conveyor/internal/script"
 	"github.com/conveyorq/conveyor/internal/timers"
 )
@@ -35,14 +36,16 @@ var (
 	reapLua string
 	//go:embed lua/cancel.lua
 	cancelLua string
+	//go:embed lua/ack_record.lua
+	ackRecordLua string
 )
 
 // lib is what every script starts with: internal/timers' helpers,
 // internal/discards' (discard records and their retention),
 // internal/reclaims' (the record of reclaimed leases), internal/cancels'
-// (the marks of cancelled deliveries), then the driver's
-// own.
-var lib = timers.Lib + discards.Lib + reclaims.Lib + cancels.Lib + libLua
+// (the marks of cancelled deliveries), internal/records' (records of
+// finished jobs), then the driver's own.
+var lib = timers.Lib + discards.Lib + reclaims.Lib + cancels.Lib + records.Lib + libLua
 
 // The scripts are immutable after init; sharing them between drivers lets
 // every driver reuse the SHA the server already has.
@@ -56,4 +59,6 @@ var (
 	extendScript  = script.New("list.extend", extendLua, lib)
 	reapScript    = script.New("list.reap", reapLua, lib)
 	cancelScript  = script.New("list.cancel", cancelLua, lib)
+
+	ackRecordScript = script.New("list.ack_record", ackRecordLua, lib)
 )

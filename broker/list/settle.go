@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-multierror"
 
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/records"
 	"github.com/conveyorq/conveyor/internal/script"
 	"github.com/conveyorq/conveyor/internal/timers"
 )
@@ -25,9 +26,54 @@ import (
 // Ack settles deliveries as done and removes them from Redis, in one script
 // call. A delivery whose lease was reclaimed fails with
 // broker.ErrLeaseLost; the others are acked all the same.
+//
+// A delivery whose Finish is set gets its record of the finished job
+// (broker.Records) in the same script call: such a batch runs
+// ack_record.lua instead, with each delivery's record in its arguments.
 func (c *consumer) Ack(ctx context.Context, ds ...*broker.Delivery) error {
-	_, err := c.settleBatch(ctx, "ack", ackScript, c.k.ack, nil, false, ds)
-	return err
+	if !slices.ContainsFunc(ds, func(d *broker.Delivery) bool { return d != nil && d.Finish != nil }) {
+		_, err := c.settleBatch(ctx, "ack", ackScript, c.k.ack, nil, false, ds)
+		return err
+	}
+	return c.ackRecorded(ctx, ds)
+}
+
+// ackRecorded is Ack of a batch in which some deliveries ask for a record:
+// ack_record.lua, maxSettle deliveries per call.
+func (c *consumer) ackRecorded(ctx context.Context, ds []*broker.Delivery) error {
+	var errs *multierror.Error
+	fail := func(d *broker.Delivery, err error) {
+		errs = multierror.Append(errs, &broker.DeliveryError{Delivery: d, Err: fmt.Errorf("list: ack: %w", err)})
+	}
+	sent := make([]*broker.Delivery, 0, len(ds))
+	recs := make([]any, 0, 3*len(ds))
+	for _, d := range ds {
+		err := c.checkDelivery(d)
+		var keep int64
+		var data string
+		if err == nil {
+			keep, data, err = records.Args(d.Finish, d.ID)
+		}
+		if err != nil {
+			fail(d, err)
+			continue
+		}
+		sent = append(sent, d)
+		recs = append(recs, d.ID, keep, data)
+	}
+	for start := 0; start < len(sent); start += maxSettle {
+		call := sent[start:min(start+maxSettle, len(sent))]
+		args := make([]any, 0, 2+4*len(call))
+		args = append(args, len(call), c.d.cfg.RecordMax)
+		for _, d := range call {
+			args = append(args, d.Receipt)
+		}
+		args = append(args, recs[3*start:3*(start+len(call))]...)
+		if _, err := c.settleCall(ctx, ackRecordScript, c.k.ackRecord, false, args, call, fail); err != nil {
+			return fmt.Errorf("list: ack: %w", err)
+		}
+	}
+	return errs.ErrorOrNil()
 }
 
 // Release hands deliveries back to the front of the ready list, in their
@@ -86,8 +132,21 @@ func (c *consumer) Postpone(ctx context.Context, d *broker.Delivery, at time.Tim
 // Discard moves d to the queue's discard list with reason. The list keeps
 // Config.DiscardMax records, none older than Config.DiscardMaxAge; the
 // oldest are dropped and counted.
+//
+// When d.Finish is set, the job's record (broker.Records) is written by
+// the same script call.
 func (c *consumer) Discard(ctx context.Context, d *broker.Delivery, reason string) error {
-	return c.settleOne(ctx, "discard", discardScript, c.k.discard, d, reason, c.d.cfg.DiscardMax, c.d.Keeper.Retention.AgeArg())
+	var keep int64
+	var id, data string
+	if d != nil {
+		var err error
+		if keep, data, err = records.Args(d.Finish, d.ID); err != nil {
+			return &broker.DeliveryError{Delivery: d, Err: fmt.Errorf("list: discard: %w", err)}
+		}
+		id = d.ID
+	}
+	return c.settleOne(ctx, "discard", discardScript, c.k.discard, d, reason, c.d.cfg.DiscardMax, c.d.Keeper.Retention.AgeArg(),
+		keep, id, data, c.d.cfg.RecordMax)
 }
 
 // settleStatus maps a settle script's status to its error, and reports

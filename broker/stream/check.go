@@ -7,6 +7,7 @@ import (
 	"github.com/conveyorq/conveyor/internal/cancels"
 	"github.com/conveyorq/conveyor/internal/elect"
 	"github.com/conveyorq/conveyor/internal/reclaims"
+	"github.com/conveyorq/conveyor/internal/records"
 	"github.com/conveyorq/conveyor/internal/redischeck"
 	"github.com/conveyorq/conveyor/internal/wake"
 	"github.com/conveyorq/conveyor/internal/workers"
@@ -54,6 +55,6 @@ func (d *Driver) needs() []redischeck.Need {
 		key("EXISTS", s),
 		redischeck.Key(k.paused, "EXISTS", k.paused),
 		key("DEL", s),
-	), slices.Concat(reclaims.Needs(k.reclaimed), cancels.Needs(k.canceled, k.cancels), workers.Needs(d.cfg.Prefix),
+	), slices.Concat(reclaims.Needs(k.reclaimed), cancels.Needs(k.canceled, k.cancels), records.Needs(k.records), workers.Needs(d.cfg.Prefix),
 		wake.Needs(k.wake), elect.Needs(k.keeper, k.heir))...)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/conveyorq/conveyor/internal/discards"
 	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/internal/logs"
+	"github.com/conveyorq/conveyor/internal/records"
 )
 
 // Config configures a Driver. The zero value (or nil) is valid.
@@ -43,6 +44,11 @@ type Config struct {
 	// (broker.Discards). Defaults to 7 days; a negative value keeps records
 	// whatever their age (DiscardMax still caps them).
 	DiscardMaxAge time.Duration
+	// RecordMax caps the records of finished jobs kept per queue
+	// (broker.Records; written only for the jobs that ask for one): past
+	// it, those soonest to expire are dropped and counted. Defaults to
+	// 100,000.
+	RecordMax int
 	// MaxRecoveries is how many lease expiries a message may have before it
 	// is treated as poison: the reclaim that would give it MaxRecoveries
 	// recoveries moves it to the discard list instead, with reason
@@ -116,6 +122,11 @@ func (cfg *Config) withDefaults() (Config, error) {
 		errs = multierror.Append(errs, err)
 	} else {
 		c.DiscardMax, c.DiscardMaxAge = r.Max, r.MaxAge
+	}
+	if n, err := records.CheckMax(c.RecordMax); err != nil {
+		errs = multierror.Append(errs, err)
+	} else {
+		c.RecordMax = n
 	}
 	if c.PollInterval < time.Millisecond {
 		// XREADGROUP BLOCK 0 would block forever.

@@ -29,7 +29,8 @@ func (d *Driver) deleter() *inspect.Deleter {
 		Call: func(q string) ([]string, []any) {
 			k := d.keys(q)
 			return []string{k.stream, k.delayed, k.timers.Timers, k.dead, k.deadDropped, k.deadExpired, k.stats,
-				k.reclaimed, k.wake, k.reclaim, k.prune, k.paused, k.keeper, k.heir, k.heir + ":baton", k.canceled}, []any{d.cfg.Group}
+				k.reclaimed, k.wake, k.reclaim, k.prune, k.paused, k.keeper, k.heir, k.heir + ":baton", k.canceled,
+				k.records.Done, k.records.At, k.records.Counts}, []any{d.cfg.Group}
 		},
 		Forget: d.reg.Forget,
 	}

@@ -33,6 +33,14 @@
 //	               was cancelled (Driver.CancelJob), scored by when (unix
 //	               ms), kept a day at most; their job IDs are published on
 //	               the channel p:{q}:cancels (Driver.WatchCancels).
+//	p:{q}:done     HASH job ID -> record of a finished job, and
+//	               p:{q}:done_at, a ZSET of those job IDs scored by when the
+//	               record expires (unix ms), and p:{q}:done_counts, a HASH of
+//	               what retention removed (expired, dropped): written only by
+//	               an Ack or Discard of a delivery whose Finish is set, in the
+//	               settling script (the Driver's broker.Records methods read
+//	               them); capped at Config.RecordMax records, and the three
+//	               keys expire with their latest record.
 //
 // # Leases and fencing
 //

@@ -13,6 +13,7 @@ import (
 	"github.com/conveyorq/conveyor/internal/inspect"
 	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/internal/pause"
+	"github.com/conveyorq/conveyor/internal/records"
 	"github.com/conveyorq/conveyor/internal/registry"
 	"github.com/conveyorq/conveyor/internal/timers"
 	"github.com/conveyorq/conveyor/internal/workers"
@@ -38,6 +39,7 @@ type Driver struct {
 
 	*timers.Methods    // broker.Timers, see timers.go
 	*discards.Keeper   // broker.Discards, see discards.go
+	*records.Records   // broker.Records
 	*inspect.Inspector // broker.Inspector, see inspect.go
 	*workers.Registry  // broker.WorkerRegistry
 	*pause.Pauser      // broker.Pauser
@@ -58,6 +60,8 @@ func New(rdb redis.UniversalClient, cfg *Config) (*Driver, error) {
 	d := &Driver{rdb: rdb, cfg: c, reg: registry.New(c.Prefix, "stream", c.Logger)}
 	d.Methods = d.timerMethods()
 	d.Keeper = d.discardKeeper()
+	// Before the Inspector, which serves the records too (JobFinished).
+	d.Records = &records.Records{Name: "stream", Client: rdb, Prefix: c.Prefix, Max: c.RecordMax}
 	d.Inspector = d.inspector()
 	d.Registry = workers.New(rdb, c.Prefix)
 	d.Pauser = pause.New(rdb, c.Prefix)
@@ -75,6 +79,7 @@ func (d *Driver) Capabilities() broker.Capabilities {
 		Pause:       true,
 		Keep:        true,
 		Cancel:      true,
+		Records:     true,
 	}
 }
 
@@ -141,6 +146,7 @@ type queueKeys struct {
 	canceled, cancels string
 	timers            timers.Keys
 	discards          discards.Keys
+	records           records.Keys
 }
 
 func (d *Driver) keys(queue string) queueKeys {
@@ -151,5 +157,5 @@ func (d *Driver) keys(queue string) queueKeys {
 		stats: k.Part("stats"), prune: k.Part("prune"), reclaimed: k.Part("reclaimed"),
 		keeper: k.Part("keeper"), heir: k.Part("keeper_heir"), wake: k.Part("wake"), reclaim: k.Part("reclaim"),
 		paused: pause.Key(d.cfg.Prefix, queue), canceled: cancels.Marks(d.cfg.Prefix, queue), cancels: cancels.Channel(d.cfg.Prefix, queue),
-		timers: t, discards: dk}
+		timers: t, discards: dk, records: records.QueueKeys(d.cfg.Prefix, queue)}
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/conveyorq/conveyor/internal/cancels"
 	"github.com/conveyorq/conveyor/internal/discards"
 	"github.com/conveyorq/conveyor/internal/reclaims"
+	"github.com/conveyorq/conveyor/internal/records"
 	"github.com/conveyorq/conveyor/internal/script"
 	"github.com/conveyorq/conveyor/internal/timers"
 )
@@ -13,7 +14,7 @@ import (
 // The driver's scripts; each file's header names its KEYS, ARGV and reply.
 var (
 	// lib.lua holds helpers of the scripts that read or settle entries
-	// (entry_body, lost_status); see lib.
+	// (entry_body, lost_status, ack_entries); see lib.
 	//
 	//go:embed lua/lib.lua
 	libSrc string
@@ -23,6 +24,8 @@ var (
 	fetchSrc string
 	//go:embed lua/ack.lua
 	ackSrc string
+	//go:embed lua/ack_record.lua
+	ackRecordSrc string
 	//go:embed lua/requeue.lua
 	requeueSrc string
 	//go:embed lua/discard.lua
@@ -38,10 +41,14 @@ var (
 	fetchScript   = script.New("stream/fetch", fetchSrc, timers.Lib+discards.Lib+cancels.Lib+lib)
 	ackScript     = script.New("stream/ack", ackSrc, timers.Lib+lib)
 	requeueScript = script.New("stream/requeue", requeueSrc, timers.Lib+cancels.Lib+lib)
-	discardScript = script.New("stream/discard", discardSrc, timers.Lib+discards.Lib+lib)
+	discardScript = script.New("stream/discard", discardSrc, timers.Lib+discards.Lib+records.Lib+lib)
 	extendScript  = script.New("stream/extend", extendSrc, timers.Lib+cancels.Lib)
 	closeScript   = script.New("stream/close", closeSrc)
 	pruneScript   = script.New("stream/prune", pruneSrc)
+
+	// ackRecordScript is ackScript for a batch in which some delivery asks
+	// for a record of its finished job (internal/records).
+	ackRecordScript = script.New("stream/ack_record", ackRecordSrc, timers.Lib+records.Lib+lib)
 )
 
 // lib is what the scripts that read or settle entries put after

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/hashicorp/go-multierror"
 
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/records"
 	"github.com/conveyorq/conveyor/internal/script"
 	"github.com/conveyorq/conveyor/internal/timers"
 )
@@ -34,13 +36,56 @@ import (
 // delivery fails with broker.ErrLeaseLost.
 
 // Ack settles deliveries as done: their entries are acknowledged and deleted.
+//
+// A delivery whose Finish is set gets its record of the finished job
+// (broker.Records) in the same script call: such a batch runs
+// ack_record.lua instead, with each delivery's record in its arguments. A
+// batch without one runs ack.lua, as before records.
 func (c *consumer) Ack(ctx context.Context, ds ...*broker.Delivery) error {
+	if slices.ContainsFunc(ds, func(d *broker.Delivery) bool { return d != nil && d.Finish != nil }) {
+		return c.ackRecorded(ctx, ds)
+	}
 	return c.batch(ctx, "ack", ackScript, []string{c.keys.stream, c.keys.stats, c.keys.reclaimed, c.keys.wake},
 		func(chunk []*broker.Delivery) []any {
 			lo, hi := receiptRange(chunk)
 			return []any{c.d.cfg.Group, c.name, lo, hi}
 		}, ds,
 		func(args []any, d *broker.Delivery, count string) []any { return append(args, d.Receipt, count) }, nil)
+}
+
+// ackRecorded is Ack of a batch in which some deliveries ask for a record.
+// A delivery whose record cannot be written (records.Args refuses it)
+// fails with a *broker.DeliveryError and is not acked; the others are.
+func (c *consumer) ackRecorded(ctx context.Context, ds []*broker.Delivery) error {
+	if err := nilDelivery("ack", ds); err != nil {
+		return err
+	}
+	type record struct {
+		keep int64
+		data string
+	}
+	var errs *multierror.Error
+	recs := make(map[*broker.Delivery]record, len(ds))
+	sent := make([]*broker.Delivery, 0, len(ds))
+	for _, d := range ds {
+		keep, data, err := records.Args(d.Finish, d.ID)
+		if err != nil {
+			errs = multierror.Append(errs, &broker.DeliveryError{Delivery: d, Err: fmt.Errorf("stream: ack: %w", err)})
+			continue
+		}
+		recs[d] = record{keep, data}
+		sent = append(sent, d)
+	}
+	err := c.batch(ctx, "ack", ackRecordScript, append([]string{c.keys.stream, c.keys.stats, c.keys.reclaimed, c.keys.wake}, c.keys.records.List()...),
+		func(chunk []*broker.Delivery) []any {
+			lo, hi := receiptRange(chunk)
+			return []any{c.d.cfg.Group, c.name, lo, hi, c.d.cfg.RecordMax}
+		}, sent,
+		func(args []any, d *broker.Delivery, count string) []any {
+			r := recs[d]
+			return append(args, d.Receipt, count, d.ID, r.keep, r.data)
+		}, nil)
+	return multierror.Append(errs, err).ErrorOrNil()
 }
 
 // Retry hands d back with its attempt counted, to run again at at (now or
@@ -68,15 +113,28 @@ func (c *consumer) requeue(ctx context.Context, op string, inc int, at int64, ds
 }
 
 // Discard moves d to the queue's discard list with reason.
+//
+// When d.Finish is set, the job's record (broker.Records) is written by
+// the same script call.
 func (c *consumer) Discard(ctx context.Context, d *broker.Delivery, reason string) error {
 	return single(c.discard(ctx, d, reason))
 }
 
 func (c *consumer) discard(ctx context.Context, d *broker.Delivery, reason string) error {
-	return c.batch(ctx, "discard", discardScript, []string{c.keys.stream, c.keys.dead, c.keys.deadDropped, c.keys.deadExpired, c.keys.stats, c.keys.reclaimed, c.keys.wake},
+	var keep int64
+	var data string
+	if d != nil { // batch refuses a nil delivery
+		var err error
+		if keep, data, err = records.Args(d.Finish, d.ID); err != nil {
+			return &broker.DeliveryError{Delivery: d, Err: fmt.Errorf("stream: discard: %w", err)}
+		}
+	}
+	k := c.keys
+	return c.batch(ctx, "discard", discardScript, []string{k.stream, k.dead, k.deadDropped, k.deadExpired, k.stats, k.reclaimed, k.wake, k.records.Done, k.records.At, k.records.Counts},
 		fixed(c.d.cfg.Group, c.name), []*broker.Delivery{d},
 		func(args []any, d *broker.Delivery, count string) []any {
-			return append(args, d.Receipt, count, reason, c.d.cfg.DiscardMax, c.d.Keeper.Retention.AgeArg())
+			return append(args, d.Receipt, count, reason, c.d.cfg.DiscardMax, c.d.Keeper.Retention.AgeArg(),
+				keep, d.ID, data, c.d.cfg.RecordMax)
 		}, nil)
 }
 
@@ -112,10 +170,10 @@ func (c *consumer) batch(ctx context.Context, op string, s *script.Script, keys 
 	var errs *multierror.Error
 	valid := make([]*broker.Delivery, 0, len(ds))
 	counts := make([]string, 0, len(ds))
-	for i, d := range ds {
-		if d == nil {
-			return fmt.Errorf("stream: %s: delivery %d is nil", op, i)
-		}
+	if err := nilDelivery(op, ds); err != nil {
+		return err
+	}
+	for _, d := range ds {
 		count, err := c.check(d)
 		if err != nil {
 			errs = multierror.Append(errs, &broker.DeliveryError{Delivery: d, Err: fmt.Errorf("stream: %s: %w", op, err)})
@@ -166,6 +224,14 @@ func (c *consumer) batch(ctx context.Context, op string, s *script.Script, keys 
 		c.unhold(settled)
 	}
 	return errs.ErrorOrNil()
+}
+
+// nilDelivery returns the error of op over ds when one of them is nil.
+func nilDelivery(op string, ds []*broker.Delivery) error {
+	if i := slices.Index(ds, nil); i >= 0 {
+		return fmt.Errorf("stream: %s: delivery %d is nil", op, i)
+	}
+	return nil
 }
 
 // fixed returns a batch head that is the same for every call.

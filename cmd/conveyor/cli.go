@@ -237,7 +237,7 @@ func (t *target) check() error {
 }
 
 // stateNames lists the names -state takes, for messages.
-const stateNames = "ready, in-flight, delayed or discarded"
+const stateNames = "ready, in-flight, delayed, discarded or finished"
 
 // state reads the -state flag, name: "in-flight" or "in_flight" (the
 // Inspector's name) for jobs in flight. An empty name is 0, refused when

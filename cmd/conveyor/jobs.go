@@ -14,13 +14,14 @@ import (
 
 var jobsSpec = spec{
 	name:     "jobs",
-	synopsis: "jobs <queue> -state ready|in-flight|delayed|discarded [-offset n] [-limit n] [flags]",
+	synopsis: "jobs <queue> -state ready|in-flight|delayed|discarded|finished [-offset n] [-limit n] [flags]",
 	args:     []string{"queue"},
 	about: `Lists a page of a queue's jobs in one state, in that state's order: ready
 jobs next to run first, in-flight jobs earliest lease deadline first (list
 driver) or oldest delivery first (stream driver), delayed jobs earliest due
-first, discarded jobs newest first. The line after the table says how to
-get the next page.
+first, discarded jobs newest first, finished jobs (their records, kept
+where a pool or the job asked for them: docs/results.md) latest to expire
+first. The line after the table says how to get the next page.
 
 Cost: one script call for a page, O(offset + limit): deep pages cost more.
 A stream queue's ready and in-flight pages skip 10,000 entries per call.`,
@@ -98,6 +99,7 @@ func runJobs(ctx context.Context, args []string, std stdio) error {
 		conveyor.JobInFlight:  "LEASE",
 		conveyor.JobDelayed:   "DUE",
 		conveyor.JobDiscarded: "DISCARDED\tREASON",
+		conveyor.JobFinished:  "FINISHED\tOUTCOME\tERROR",
 	}[state]
 	fmt.Fprintf(tw, "ID\tKIND\tATTEMPT\t%s\n", header)
 	for _, j := range page.Jobs {
@@ -111,6 +113,10 @@ func runJobs(ctx context.Context, args []string, std stdio) error {
 			v = ago(now, j.RunAt)
 		case conveyor.JobDiscarded:
 			v = ago(now, j.DiscardedAt) + "\t" + cell(j.Reason, 60)
+		case conveyor.JobFinished:
+			if r := j.Record; r != nil {
+				v = ago(now, r.FinishedAt) + "\t" + r.Outcome + "\t" + cell(r.Error, 60)
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", cell(j.ID, 64), cell(j.Kind, 40), j.Attempt(), v)
 	}
@@ -132,11 +138,14 @@ var jobSpec = spec{
 	args:     []string{"queue", "id"},
 	about: `Shows one job by ID: its state, kind, attempts, times, headers and payload
 (JSON indented, control characters escaped, the first 4 KiB; -json prints
-all of it). It fails when no state holds the job.
+all of it); a finished job's record (outcome, times, worker, error and
+result). It fails when no state holds the job.
 
-Cost: it searches the states cheapest first and stops at the first hit:
-delayed (O(1)), in flight, discarded (at most the discard cap), ready (the
-whole backlog, 1,000 jobs per script call). -state searches one state only.`,
+Cost: it searches the states where a job is now, cheapest first, then the
+records, and stops at the first hit: delayed (O(1)), in flight, discarded
+(at most the discard cap), ready (the whole backlog, 1,000 jobs per script
+call), finished (O(1)). -state searches one state only: -state finished
+finds a record without walking the backlog.`,
 }
 
 func runJob(ctx context.Context, args []string, std stdio) error {
@@ -160,7 +169,7 @@ func runJob(ctx context.Context, args []string, std stdio) error {
 	queue, id, insp := inv.queue, inv.args[1], inv.insp
 	j, err := insp.Job(ctx, queue, id, states...)
 	if errors.Is(err, conveyor.ErrJobNotFound) {
-		return fmt.Errorf("job %q %w in queue %q (it may have run and been acked already)", id, errNotFound, queue)
+		return fmt.Errorf("job %q %w in queue %q (it may have finished without a record: see docs/results.md)", id, errNotFound, queue)
 	}
 	if err != nil {
 		return err
@@ -194,8 +203,27 @@ func runJob(ctx context.Context, args []string, std stdio) error {
 		row("Discarded:", when(now, j.DiscardedAt))
 		row("Reason:", cell(j.Reason, 1000))
 	}
+	if r := j.Record; r != nil {
+		row("Outcome:", r.Outcome)
+		if !r.StartedAt.IsZero() {
+			row("Started:", when(now, r.StartedAt))
+		}
+		row("Finished:", when(now, r.FinishedAt))
+		row("Kept until:", when(now, r.ExpiresAt))
+		if r.Worker != "" {
+			row("Worker:", cell(r.Worker, 200))
+		}
+		if r.Error != "" {
+			row("Error:", cell(r.Error, 1000))
+		}
+	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if r := j.Record; r != nil {
+		fmt.Fprintf(std.out, "Result (%d bytes):\n", len(r.Result))
+		showPayload(std.out, r.Result)
+		return nil
 	}
 	if len(j.Headers) > 0 {
 		fmt.Fprintln(std.out, "Headers:")

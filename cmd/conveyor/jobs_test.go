@@ -125,3 +125,33 @@ func TestJob(t *testing.T) {
 		e.fails(2, "missing id", "job", "work")
 	})
 }
+
+// TestFinishedJobs lists the records of finished jobs and shows one: its
+// outcome, worker, error (as text) and result.
+func TestFinishedJobs(t *testing.T) {
+	eachDriver(t, func(t *testing.T, e *cliEnv) {
+		e.SeedFinished()
+		var p pageOut
+		e.json(&p, "jobs", "done", "-state", "finished")
+		if !slices.Equal(jobIDs(p.Jobs), []string{"k1", "k2"}) || p.Total != 2 || p.State != "finished" {
+			t.Fatalf("jobs -state finished -json: ids %q total %d state %q; want [k1 k2], 2, finished", jobIDs(p.Jobs), p.Total, p.State)
+		}
+		if r := p.Jobs[0].Record; r == nil || r.Outcome != "acked" || string(r.Result) != `{"invoice":"INV-1"}` {
+			t.Fatalf("k1's record in -json = %+v", r)
+		}
+		r := e.ok("jobs", "done", "-state", "finished")
+		if f := fields(r.out, "k2"); len(f) < 6 || f[1] != "sms" || f[len(f)-2] != "discarded" || f[len(f)-1] != "<script>alert(1)</script>" {
+			t.Errorf("finished row of k2 = %q, want its kind, outcome and error:\n%s", f, r.out)
+		}
+		r = e.ok("job", "done", "k1")
+		for _, want := range []string{"State:", "finished", "Outcome:", "acked", "Worker:", "seeder-1", "Kept until:", `"invoice": "INV-1"`} {
+			if !strings.Contains(r.out, want) {
+				t.Errorf("job done k1 lacks %q:\n%s", want, r.out)
+			}
+		}
+		r = e.ok("job", "done", "k2", "-state", "finished")
+		if !strings.Contains(r.out, "Error:") || !strings.Contains(r.out, "<script>alert(1)</script>") {
+			t.Errorf("job done k2 lacks its error:\n%s", r.out)
+		}
+	})
+}

@@ -101,6 +101,8 @@ type jobOut struct {
 	PayloadEncoding string `json:"payload_encoding"`
 	// RawBase64 is the stored form of a job that could not be decoded.
 	RawBase64 string `json:"raw_base64,omitempty"`
+	// Record is a finished job's record (state "finished").
+	Record *conveyor.JobRecord `json:"record,omitempty"`
 }
 
 func newJobOut(j *conveyor.JobInfo) jobOut {
@@ -109,7 +111,7 @@ func newJobOut(j *conveyor.JobInfo) jobOut {
 		Attempt: j.Attempt(), MaxAttempts: j.MaxAttempts, Recoveries: j.Recoveries, TimeoutMS: j.Timeout.Milliseconds(),
 		EnqueuedAt: j.EnqueuedAt.UTC(), RunAt: j.RunAt.UTC(), LeaseDeadline: j.LeaseDeadline.UTC(), LeasedAt: j.LeasedAt.UTC(),
 		Consumer: j.Consumer, Reason: j.Reason, DiscardedAt: j.DiscardedAt.UTC(), Headers: j.Headers,
-		Payload: string(j.Payload), PayloadEncoding: "text",
+		Payload: string(j.Payload), PayloadEncoding: "text", Record: j.Record,
 	}
 	if !utf8.Valid(j.Payload) {
 		o.Payload, o.PayloadEncoding = base64.StdEncoding.EncodeToString(j.Payload), "base64"

@@ -133,12 +133,29 @@ func (c *consumer) settle(ds []*broker.Delivery, f func(q *queue, e *entry, dl *
 	return errors.Join(errs...)
 }
 
-// Ack settles deliveries as done.
+// Ack settles deliveries as done, writing the record each one whose
+// Finish is set asks for (broker.Records) with its settle. A delivery whose
+// request the Redis drivers would refuse (Keep under 1ms, a Result over
+// broker.MaxRecordResult) fails and stays in flight; the others are acked
+// all the same.
 func (c *consumer) Ack(ctx context.Context, ds ...*broker.Delivery) error {
-	return c.settle(ds, func(q *queue, e *entry, _ *broker.Delivery, _ time.Time) {
+	ds, refused := checkFinish("ack", ds)
+	lost := c.settle(ds, func(q *queue, e *entry, dl *broker.Delivery, now time.Time) {
 		delete(q.inflight, e.receipt)
 		q.processed++
+		c.d.putRecord(c.queue, dl, now)
 	})
+	// One flat list of DeliveryErrors, as the other batch settles return:
+	// callers unwrap one level.
+	var errs []error
+	for _, e := range []error{refused, lost} {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			errs = append(errs, j.Unwrap()...)
+		} else if e != nil {
+			errs = append(errs, e)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Retry hands dl back to run again at at, counting a failed attempt.
@@ -179,13 +196,20 @@ func (c *consumer) Release(ctx context.Context, ds ...*broker.Delivery) error {
 	})
 }
 
-// Discard moves dl to the queue's discard queue with reason.
+// Discard moves dl to the queue's discard queue with reason, writing the
+// record dl.Finish asks for, if any, with the settle. A request the Redis
+// drivers would refuse fails the discard, and dl stays in flight.
 func (c *consumer) Discard(ctx context.Context, dl *broker.Delivery, reason string) error {
+	ds, refused := checkFinish("discard", []*broker.Delivery{dl})
+	if refused != nil {
+		return refused
+	}
 	var err error
-	lost := c.settle([]*broker.Delivery{dl}, func(q *queue, e *entry, _ *broker.Delivery, now time.Time) {
+	lost := c.settle(ds, func(q *queue, e *entry, _ *broker.Delivery, now time.Time) {
 		delete(q.inflight, e.receipt)
 		q.failed++
 		err = c.d.discardLocked(e, reason, now)
+		c.d.putRecord(c.queue, dl, now)
 	})
 	return errors.Join(lost, err)
 }

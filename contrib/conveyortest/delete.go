@@ -8,8 +8,8 @@ import (
 )
 
 // DeleteQueue deletes queue: its ready, in-flight, delayed and discarded
-// jobs, its counters, unique keys and cron records; Queues no longer lists
-// it. Unless force, it refuses while jobs of the queue are in flight, with
+// jobs, its records of finished jobs, its counters, unique keys and cron
+// records; Queues no longer lists it. Unless force, it refuses while jobs of the queue are in flight, with
 // a *broker.InFlightError, deleting nothing. Consumers still open on the
 // queue go on: a job enqueued after the delete reaches them, and the
 // settles of the jobs a forced delete took from flight fail with
@@ -37,6 +37,7 @@ func (d *Driver) DeleteQueue(ctx context.Context, queue string, force bool) (bro
 		return out, err
 	}
 	out.Discarded, out.Registered = int64(len(recs)), registered
+	delete(d.done, queue)
 	if !registered {
 		return out, nil
 	}

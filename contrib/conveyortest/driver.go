@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/conveyorq/conveyor/broker"
+	jobrecords "github.com/conveyorq/conveyor/internal/records"
 )
 
 // Config configures a Driver. The zero value is valid.
@@ -24,24 +25,34 @@ type Config struct {
 	// DiscardMaxAge is how long a discard record is kept. Defaults to
 	// broker.DefaultDiscardMaxAge.
 	DiscardMaxAge time.Duration
+	// RecordMax caps the records of finished jobs kept per queue
+	// (broker.Records; written only for the deliveries that ask for one):
+	// past it, those soonest to expire are dropped and counted. Defaults to
+	// broker.DefaultRecordMax.
+	RecordMax int
 }
 
 // Driver is a broker.Driver that keeps its queues in memory, for tests
-// that need no Redis. It has the list driver's capabilities but Pause and
-// Keep (at-least-once with leases and fencing, FIFO, delayed jobs and
-// timers, Extend, a discard queue) and passes the conformance suite of
-// broker/brokertest. It implements broker.Timers, broker.Discards,
-// broker.Inspector and broker.QueueDeleter, so a worker.Pool, a
-// conveyor.Client, a conveyor.Inspector, package delay's promoters and cron
-// run on it as they do on Redis.
+// that need no Redis. It has the list driver's capabilities but Pause,
+// Keep and Cancel (at-least-once with leases and fencing, FIFO, delayed
+// jobs and timers, Extend, a discard queue, records of finished jobs) and
+// passes the conformance suite of broker/brokertest. It implements
+// broker.Timers, broker.Discards, broker.Records, broker.Inspector and
+// broker.QueueDeleter, so a worker.Pool, a conveyor.Client, a
+// conveyor.Inspector, package delay's promoters and cron run on it as they
+// do on Redis. Retention of discard records and of records of finished
+// jobs goes by its clock.
 //
 // What it does not do: keep anything after the process ends, share queues
-// between processes, elect keepers, pause queues or register workers.
+// between processes, elect keepers, pause queues, cancel jobs or register
+// workers.
 type Driver struct {
 	clock  *Clock
 	recs   records
 	maxRec int
 	maxAge time.Duration
+	// recordMax caps each queue's records of finished jobs.
+	recordMax int
 
 	mu       sync.Mutex
 	queues   map[string]*queue // every queue enqueued to or opened: the registry
@@ -51,12 +62,17 @@ type Driver struct {
 	// taken back by the next use of the queue, so that the fetches and
 	// timer watchers waiting on it go on.
 	deleted map[string]*queue
+	// done holds the records of finished jobs of each queue that has any
+	// (records.go); apart from queues, as a read of records registers no
+	// queue.
+	done map[string]*finished
 }
 
 var (
 	_ broker.Driver       = (*Driver)(nil)
 	_ broker.Timers       = (*Driver)(nil)
 	_ broker.Discards     = (*Driver)(nil)
+	_ broker.Records      = (*Driver)(nil)
 	_ broker.Inspector    = (*Driver)(nil)
 	_ broker.QueueDeleter = (*Driver)(nil)
 )
@@ -74,13 +90,19 @@ func newDriver(cfg *Config, recs records) (*Driver, error) {
 	if cfg.DiscardMax < 0 || cfg.DiscardMaxAge < 0 {
 		return nil, fmt.Errorf("conveyortest: DiscardMax %d, DiscardMaxAge %v: must not be negative", cfg.DiscardMax, cfg.DiscardMaxAge)
 	}
+	recordMax, err := jobrecords.CheckMax(cfg.RecordMax)
+	if err != nil {
+		return nil, fmt.Errorf("conveyortest: %w", err)
+	}
 	d := &Driver{
-		clock:   cfg.Clock,
-		recs:    recs,
-		maxRec:  cfg.DiscardMax,
-		maxAge:  cfg.DiscardMaxAge,
-		queues:  map[string]*queue{},
-		deleted: map[string]*queue{},
+		clock:     cfg.Clock,
+		recs:      recs,
+		maxRec:    cfg.DiscardMax,
+		maxAge:    cfg.DiscardMaxAge,
+		queues:    map[string]*queue{},
+		deleted:   map[string]*queue{},
+		done:      map[string]*finished{},
+		recordMax: recordMax,
 	}
 	if d.maxRec == 0 {
 		d.maxRec = broker.DefaultDiscardMax
@@ -102,7 +124,7 @@ func (d *Driver) Clock() *Clock { return d.clock }
 
 // Capabilities reports what the driver promises.
 func (d *Driver) Capabilities() broker.Capabilities {
-	return broker.Capabilities{AtLeastOnce: true, FIFO: true, Delay: true, Extend: true, Discard: true}
+	return broker.Capabilities{AtLeastOnce: true, FIFO: true, Delay: true, Extend: true, Discard: true, Records: true}
 }
 
 // Check returns nil: there is no server to reach.

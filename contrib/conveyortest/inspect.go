@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/conveyorq/conveyor/broker"
+	jobrecords "github.com/conveyorq/conveyor/internal/records"
 )
 
 // The driver's broker.Inspector reads its in-memory state, each call under
@@ -92,7 +93,8 @@ func discardedInfo(r *broker.Discarded) *broker.JobInfo {
 }
 
 // ListJobs returns up to limit jobs of queue in state from offset on, and
-// how many the state holds.
+// how many the state holds: finished jobs (records of them) the latest to
+// expire first, as ListRecords returns them.
 func (d *Driver) ListJobs(ctx context.Context, queue string, state broker.JobState, offset, limit int) ([]*broker.JobInfo, int64, error) {
 	if err := checkInspect(queue, state); err != nil {
 		return nil, 0, err
@@ -110,6 +112,9 @@ func (d *Driver) ListJobs(ctx context.Context, queue string, state broker.JobSta
 			out[i] = discardedInfo(r)
 		}
 		return out, total, nil
+	}
+	if state == broker.JobFinished {
+		return jobrecords.ListJobs(ctx, d, queue, offset, limit)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -138,6 +143,13 @@ func (d *Driver) FindJob(ctx context.Context, queue string, state broker.JobStat
 			return nil, err
 		}
 		return discardedInfo(r), nil
+	}
+	if state == broker.JobFinished {
+		r, err := d.GetRecord(ctx, queue, id)
+		if err != nil || r == nil {
+			return nil, err
+		}
+		return jobrecords.Info(queue, r), nil
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

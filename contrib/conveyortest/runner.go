@@ -200,7 +200,9 @@ func (r *Runner) Drain(ctx context.Context, queue string) ([]*Result, error) {
 
 // run runs one delivery through the chain and settles it as the pool does.
 func (r *Runner) run(ctx context.Context, c *consumer, dl *broker.Delivery) *Result {
-	job := conveyor.NewJob(dl, settler{c})
+	st := &settler{c: c, started: c.d.Now()}
+	job := conveyor.NewJob(dl, st)
+	st.job = job
 	hctx := ctx
 	if dl.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -225,19 +227,42 @@ func (r *Runner) run(ctx context.Context, c *consumer, dl *broker.Delivery) *Res
 	return &Result{Job: job, Err: herr, Settlement: s}
 }
 
-// settler carries out a job's settle calls on its consumer.
-type settler struct{ c *consumer }
+// settler carries out a job's settle calls on its consumer. A job enqueued
+// with EnqueueOptions.Record gets its record with its ack or discard, as a
+// pool writes it.
+type settler struct {
+	c       *consumer
+	job     *conveyor.Job
+	started time.Time
+}
 
-func (s settler) Ack(ctx context.Context, d *broker.Delivery) error { return s.c.Ack(ctx, d) }
-func (s settler) Retry(ctx context.Context, d *broker.Delivery, at time.Time) error {
+// finish returns the record request of the job ending with outcome and
+// err, nil when the job asks for none.
+func (s *settler) finish(d *broker.Delivery, outcome, err string) *broker.FinishRecord {
+	keep, ok := conveyor.RecordOf(&d.Message)
+	if !ok {
+		return nil
+	}
+	return &broker.FinishRecord{Keep: keep, Record: broker.JobRecord{
+		Queue: d.Queue, Kind: d.Kind, Outcome: outcome, Attempt: d.Attempt(), Recoveries: d.Recoveries,
+		EnqueuedAt: d.EnqueuedAt, StartedAt: s.started, Worker: "conveyortest", Error: err, Result: s.job.Result(),
+	}}
+}
+
+func (s *settler) Ack(ctx context.Context, d *broker.Delivery) error {
+	d.Finish = s.finish(d, "acked", "")
+	return s.c.Ack(ctx, d)
+}
+func (s *settler) Retry(ctx context.Context, d *broker.Delivery, at time.Time) error {
 	return s.c.Retry(ctx, d, at)
 }
-func (s settler) Postpone(ctx context.Context, d *broker.Delivery, at time.Time) error {
+func (s *settler) Postpone(ctx context.Context, d *broker.Delivery, at time.Time) error {
 	return s.c.Postpone(ctx, d, at)
 }
-func (s settler) Discard(ctx context.Context, d *broker.Delivery, reason string) error {
+func (s *settler) Discard(ctx context.Context, d *broker.Delivery, reason string) error {
+	d.Finish = s.finish(d, "discarded", reason)
 	return s.c.Discard(ctx, d, reason)
 }
-func (s settler) Extend(ctx context.Context, d *broker.Delivery, ttl time.Duration) error {
+func (s *settler) Extend(ctx context.Context, d *broker.Delivery, ttl time.Duration) error {
 	return s.c.Extend(ctx, ttl, d)
 }

@@ -179,3 +179,36 @@ func TestDrainStopsAfterMaxRuns(t *testing.T) {
 		t.Fatalf("Work on an empty queue: %v, want ErrNoJobReady", err)
 	}
 }
+
+// A job enqueued with EnqueueOptions.Record gets its record when the
+// runner settles it, result included, as under a pool; one without gets
+// none.
+func TestRunnerWritesTheRecordAJobAsksFor(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	mux := worker.NewMux()
+	mux.HandleFunc("invoice", func(ctx context.Context, job *conveyor.Job) error {
+		return job.SetResult([]byte(`{"invoice":"INV-9"}`))
+	})
+	r := e.runner(t, mux, nil)
+	ctx := context.Background()
+	asks, err := r.Process(ctx, "invoice", nil, &conveyor.EnqueueOptions{Record: time.Hour})
+	if err != nil || asks.Settlement.Outcome != conveyor.OutcomeAcked {
+		t.Fatalf("Process: %v, %+v", err, asks)
+	}
+	plain, err := r.Process(ctx, "invoice", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins, err := conveyor.NewInspector(e.d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := ins.Job(ctx, "default", asks.Job.ID, conveyor.JobFinished)
+	if err != nil || j.Record.Outcome != "acked" || string(j.Record.Result) != `{"invoice":"INV-9"}` || j.Record.ExpiresAt.Sub(j.Record.FinishedAt) != time.Hour {
+		t.Fatalf("record of the job that asked = %+v, %v", j, err)
+	}
+	if _, err := ins.Job(ctx, "default", plain.Job.ID, conveyor.JobFinished); !errors.Is(err, conveyor.ErrJobNotFound) {
+		t.Fatalf("record of a job that did not ask: %v; want not found", err)
+	}
+}

@@ -41,6 +41,8 @@ var actions = map[string]action{
 			return 0, 0, badRequest(fmt.Sprintf("state %q: want ready, delayed or discarded", form.Get("state")))
 		case state == conveyor.JobInFlight:
 			return 0, 0, badRequest("in-flight jobs cannot be purged: workers hold them under leases")
+		case state == conveyor.JobFinished:
+			return 0, 0, badRequest("records of finished jobs are not purged: their retention drops them")
 		case form.Get("confirm") != "yes":
 			return 0, 0, badRequest("tick the box to confirm the purge: purged jobs cannot be brought back")
 		}

@@ -68,7 +68,7 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("the queue's heading = %q", got)
 		}
 		tabs := evalJS[[]string](tb, `Array.from(document.querySelectorAll("nav.tabs a"), a => a.innerText)`)
-		if want := []string{"ready (3)", "in-flight (2)", "delayed (2)", "discarded (2)"}; !slices.Equal(tabs, want) {
+		if want := []string{"ready (3)", "in-flight (2)", "delayed (2)", "discarded (2)", "finished (0)"}; !slices.Equal(tabs, want) {
 			t.Errorf("the queue's tabs = %q, want %q", tabs, want)
 		}
 		if ids := tb.cells(0); !slices.Equal(ids, []string{"r1", "r2", "r3"}) {
@@ -155,6 +155,42 @@ func TestBrowser(t *testing.T) {
 			if !strings.Contains(body, s) {
 				t.Errorf("the job's page lacks the text %q:\n%s", s, body)
 			}
+		}
+
+		// A finished job's record: its error a script, its result JSON.
+		// Queue "done" has no other job for the pool to run.
+		e.SeedFinished("done")
+		if resp := tb.navigate(base + "queue?q=done"); resp.Status != http.StatusOK {
+			t.Fatalf("the queue done: status %d", resp.Status)
+		}
+		tb.click(`//nav[@class="tabs"]/a[.="finished (2)"]`)
+		if got, want := tb.location(), base+"queue?q=done&state=finished"; got != want {
+			t.Errorf("the finished tab is at %s, want %s", got, want)
+		}
+		harmless("the finished jobs")
+		ids, outcomes, errs := tb.cells(0), tb.cells(4), tb.cells(5)
+		slices.Sort(ids)
+		if !slices.Equal(ids, []string{"bad1", "ok1"}) || !slices.Contains(outcomes, "discarded") || !slices.Contains(errs, finishedError) {
+			t.Errorf("the finished jobs = %q, outcomes %q, errors %q; want ok1 and bad1, bad1 discarded with the literal %q",
+				ids, outcomes, errs, finishedError)
+		}
+		if n := evalJS[int](tb, `document.querySelectorAll("main form[method=post]").length`); n != 1 {
+			t.Errorf("the finished tab has %d forms to POST, want the pause button alone", n)
+		}
+		tb.click(`//main//a[.="bad1"]`)
+		harmless("the finished job's page")
+		fields = evalJS[map[string]string](tb, `Object.fromEntries(Array.from(document.querySelectorAll("table.fields tr"), tr => [tr.cells[0].innerText, tr.cells[1].innerText]))`)
+		for k, v := range map[string]string{"State": "finished", "Outcome": "discarded", "Error": finishedError} {
+			if fields[k] != v {
+				t.Errorf("the finished job's %s = %q, want %q (all: %q)", k, fields[k], v, fields)
+			}
+		}
+		if got, want := tb.text("pre.payload"), "{\n  \"invoice\": \"INV-2\",\n  \"lines\": [\n    1,\n    2\n  ]\n}"; got != want {
+			t.Errorf("the finished job's result shows %q, want %q", got, want)
+		}
+		heads := evalJS[[]string](tb, `Array.from(document.querySelectorAll("main h2"), h => h.innerText)`)
+		if forms := evalJS[int](tb, `document.forms.length`); !slices.Equal(heads, []string{"Result"}) || forms != 0 {
+			t.Errorf("the finished job's page has sections %q and %d forms; want the result alone and no form", heads, forms)
 		}
 	})
 

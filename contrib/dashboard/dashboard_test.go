@@ -2,8 +2,10 @@ package dashboard
 
 import (
 	"context"
+	"errors"
 	"html"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -19,6 +21,7 @@ import (
 	"github.com/conveyorq/conveyor/internal/drivertest"
 	"github.com/conveyorq/conveyor/internal/inspecttest"
 	"github.com/conveyorq/conveyor/internal/redistest"
+	"github.com/conveyorq/conveyor/worker"
 )
 
 // mount is the path prefix the tests mount the dashboard under, as an
@@ -82,6 +85,59 @@ func (e *env) sizes(queue string) *conveyor.QueueSizes {
 		e.t.Fatal(err)
 	}
 	return s
+}
+
+// The result and error of the discarded job SeedFinished records, and the
+// result as a job's page shows it, indented and escaped.
+const (
+	finishedResult = `{"invoice":"INV-2","lines":[1,2]}`
+	finishedError  = "<script>alert(1)</script>"
+	shownResult    = "{\n  &#34;invoice&#34;: &#34;INV-2&#34;,\n  &#34;lines&#34;: [\n    1,\n    2\n  ]\n}"
+)
+
+// SeedFinished runs a worker pool keeping records of the jobs it finishes
+// (Records: time.Hour) on queue until it has finished two, and stops it:
+// ok1 (kind invoice) acked with the result {"invoice":"INV-1"}, and bad1
+// (kind mail) whose handler set finishedResult and failed with
+// finishedError on its only attempt, discarded (a record, and a discard
+// record). It returns their records. The pool runs every ready job of
+// queue: call it before Seed on the same queue.
+func (e *env) SeedFinished(queue string) (ok1, bad1 *conveyor.JobRecord) {
+	e.t.Helper()
+	mux := worker.NewMux()
+	mux.HandleFunc("invoice", func(ctx context.Context, job *conveyor.Job) error {
+		return job.SetResult([]byte(`{"invoice":"INV-1"}`))
+	})
+	mux.HandleFunc("mail", func(ctx context.Context, job *conveyor.Job) error {
+		if err := job.SetResult([]byte(finishedResult)); err != nil {
+			return err
+		}
+		return errors.New(finishedError)
+	})
+	e.Enqueue(queue, "invoice", "ok1", nil)
+	e.Enqueue(queue, "mail", "bad1", &conveyor.EnqueueOptions{MaxAttempts: 1})
+	p, err := worker.NewPool(e.d, mux, &worker.Config{Queue: queue, Records: time.Hour, RegistryInterval: -1,
+		Logger: slog.New(slog.DiscardHandler)}) // bad1's discard is meant
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	stop := drivertest.Background(e.t, p.Run)
+	defer stop()
+	record := func(id string) *conveyor.JobRecord {
+		var j *conveyor.JobInfo
+		redistest.Eventually(e.t, "the record of "+id, func() bool {
+			j, err = e.insp.Job(e.ctx, queue, id, conveyor.JobFinished)
+			if err != nil && !errors.Is(err, conveyor.ErrJobNotFound) {
+				e.t.Fatal(err)
+			}
+			return err == nil
+		})
+		if j.Record == nil {
+			e.t.Fatalf("job %s: state %v without its record", id, j.State)
+		}
+		return j.Record
+	}
+	return record("ok1"), record("bad1")
 }
 
 // answer is one response, its body read.

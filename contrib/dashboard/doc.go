@@ -4,8 +4,10 @@
 // repairs the queues of the durable drivers (list, stream) through
 // conveyor.Inspector: the queues with their jobs per state, one queue's
 // jobs page by page with search by ID, a job's headers and payload, the
-// discard queue with re-drive and purge, cancel of timers, pause and
-// resume, and the live worker pools with their running jobs.
+// discard queue with re-drive and purge, the records of finished jobs
+// (outcome, times, worker, error, result) where they are kept, cancel of
+// timers, pause and resume, and the live worker pools with their running
+// jobs.
 //
 //	dash, err := dashboard.New(&dashboard.Config{Redis: rdb, Prefix: "conveyor"})
 //	if err != nil { ... }
@@ -46,8 +48,8 @@
 // embedded stylesheet (no script, no inline style, forms to the same
 // origin, no framing), X-Content-Type-Options: nosniff, X-Frame-Options:
 // DENY, Referrer-Policy: same-origin and Cache-Control: no-store. Pages
-// are html/template, so payloads, reasons, headers, queue and kind names
-// are escaped where they appear. The pages need no JavaScript.
+// are html/template, so payloads, reasons, headers, records' errors and
+// results, queue and kind names are escaped where they appear. The pages need no JavaScript.
 //
 // docs/dashboard.md says what each page costs Redis.
 package dashboard

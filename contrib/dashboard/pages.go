@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker"
@@ -30,6 +31,7 @@ func parsePages() (map[string]*template.Template, error) {
 		"since":     since,
 		"stateName": stateName,
 		"link":      link,
+		"cell":      func(s string) string { return cut(s, maxCell) },
 		"states":    func() []conveyor.JobState { return states },
 		"pauseForm": func(csrf, queue string, paused bool) any {
 			return struct {
@@ -61,7 +63,10 @@ func serveStatic(w http.ResponseWriter, r *http.Request) error {
 }
 
 // states are the states a queue's page lists, in tab order.
-var states = []conveyor.JobState{conveyor.JobReady, conveyor.JobInFlight, conveyor.JobDelayed, conveyor.JobDiscarded}
+var states = []conveyor.JobState{conveyor.JobReady, conveyor.JobInFlight, conveyor.JobDelayed, conveyor.JobDiscarded, conveyor.JobFinished}
+
+// stateNames lists the names ?state takes, for messages.
+const stateNames = "ready, in-flight, delayed, discarded or finished"
 
 // stateName is how the dashboard writes a state, as the CLI's -state
 // takes it: "in-flight" rather than the Inspector's "in_flight".
@@ -96,6 +101,23 @@ func since(t time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04:05Z") + " (" + rel + ")"
 }
 
+// maxCell caps the bytes of an error a table's cell shows; a job's page
+// shows up to maxShownPayload of it (a record's error is at most
+// broker.MaxRecordError as stored by the drivers).
+const maxCell = 200
+
+// cut shortens s to at most n bytes, on a rune boundary, ending it with
+// "…" when it cut.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
 // overview is the queues page: every queue's figures.
 func (h *Handler) overview(w http.ResponseWriter, r *http.Request) error {
 	qs, err := h.set.Overview(r.Context())
@@ -124,7 +146,7 @@ func (h *Handler) queue(w http.ResponseWriter, r *http.Request) error {
 	state := conveyor.JobReady
 	if s := q.Get("state"); s != "" {
 		if state, err = broker.ParseJobState(strings.ReplaceAll(s, "-", "_")); err != nil {
-			return badRequest(fmt.Sprintf("state %q: want ready, in-flight, delayed or discarded", s))
+			return badRequest(fmt.Sprintf("state %q: want %s", s, stateNames))
 		}
 	}
 	offset, err := intParam(q, "offset", 0, 0, 1<<30)
@@ -139,6 +161,12 @@ func (h *Handler) queue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// The records' figures are their own script call: records are kept
+	// apart from the queue's jobs, and only where they were asked for.
+	records, err := insp.RecordStats(ctx, probe.Name)
+	if err != nil && !errors.Is(err, broker.ErrUnsupported) {
+		return err
+	}
 	page, err := insp.Jobs(ctx, probe.Name, state, &conveyor.ListOptions{Offset: offset, Limit: limit})
 	if err != nil {
 		return err
@@ -147,6 +175,7 @@ func (h *Handler) queue(w http.ResponseWriter, r *http.Request) error {
 		Queue     queueprobe.Figures
 		State     conveyor.JobState
 		Counts    map[conveyor.JobState]int64
+		Records   conveyor.RecordStats
 		Page      *conveyor.JobPage
 		First     int
 		Last      int
@@ -158,15 +187,19 @@ func (h *Handler) queue(w http.ResponseWriter, r *http.Request) error {
 	}{
 		Queue: queueprobe.Figures{Queue: probe, QueueSizes: sizes}, State: state, Page: page,
 		Counts: map[conveyor.JobState]int64{conveyor.JobReady: sizes.Ready, conveyor.JobInFlight: sizes.InFlight,
-			conveyor.JobDelayed: sizes.Delayed, conveyor.JobDiscarded: sizes.Discarded},
-		First: offset + 1, Last: offset + len(page.Jobs), Prev: max(0, offset-limit), HasPrev: offset > 0,
-		Purgeable: state != conveyor.JobInFlight,
+			conveyor.JobDelayed: sizes.Delayed, conveyor.JobDiscarded: sizes.Discarded, conveyor.JobFinished: records.Count},
+		Records: records,
+		First:   offset + 1, Last: offset + len(page.Jobs), Prev: max(0, offset-limit), HasPrev: offset > 0,
+		// Leased jobs cannot be purged; records are dropped by retention alone.
+		Purgeable: state != conveyor.JobInFlight && state != conveyor.JobFinished,
 	}
 	data.Next, data.HasNext = page.Next()
 	return h.render(w, r, "queue", "Queue "+probe.Name, data)
 }
 
-// job is one job's page, found by ID in every state or in ?state only.
+// job is one job's page, found by ID in every state or in ?state only. A
+// finished job's page shows its record, with its result where the
+// payload would be: a record keeps neither payload nor headers.
 func (h *Handler) job(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	insp, probe, err := h.openQueue(r, q.Get("q"), false)
@@ -181,13 +214,14 @@ func (h *Handler) job(w http.ResponseWriter, r *http.Request) error {
 	if s := q.Get("state"); s != "" {
 		st, err := broker.ParseJobState(strings.ReplaceAll(s, "-", "_"))
 		if err != nil {
-			return badRequest(fmt.Sprintf("state %q: want ready, in-flight, delayed or discarded", s))
+			return badRequest(fmt.Sprintf("state %q: want %s", s, stateNames))
 		}
 		only = append(only, st)
 	}
 	j, err := insp.Job(r.Context(), probe.Name, id, only...)
 	if errors.Is(err, conveyor.ErrJobNotFound) {
-		return fmt.Errorf("job %q %w in queue %q: it may have run and been acked already", id, errNotFound, probe.Name)
+		return fmt.Errorf("job %q %w in queue %q: it may have finished without a record "+
+			"(records are kept only where a pool or the job asks for one)", id, errNotFound, probe.Name)
 	}
 	if err != nil {
 		return err
@@ -197,15 +231,24 @@ func (h *Handler) job(w http.ResponseWriter, r *http.Request) error {
 		headers = append(headers, k)
 	}
 	slices.Sort(headers)
-	stored := j.Payload
-	if j.Raw != nil {
-		stored = j.Raw
-	}
-	return h.render(w, r, "job", "Job "+j.ID, struct {
+	data := struct {
 		Job         *conveyor.JobInfo
 		HeaderNames []string
-		Payload     shownPayload
-	}{j, headers, showPayload(stored)})
+		// Payload is the job's payload (its stored form when it could not be
+		// decoded); Result a finished job's result instead, and Error the
+		// error that ended it.
+		Payload, Result shownPayload
+		Error           string
+	}{Job: j, HeaderNames: headers}
+	switch {
+	case j.Record != nil:
+		data.Result, data.Error = showPayload(j.Record.Result), cut(j.Record.Error, maxShownPayload)
+	case j.Raw != nil:
+		data.Payload = showPayload(j.Raw)
+	default:
+		data.Payload = showPayload(j.Payload)
+	}
+	return h.render(w, r, "job", "Job "+j.ID, data)
 }
 
 // workers is the page of the live worker pools and their running jobs.

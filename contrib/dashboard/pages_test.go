@@ -59,12 +59,15 @@ func TestOverview(t *testing.T) {
 	})
 }
 
-// TestQueuePage lists each state's jobs, with pages.
+// TestQueuePage lists each state's jobs, with pages, and the records of
+// finished jobs with their outcome and error, escaped.
 func TestQueuePage(t *testing.T) {
 	eachDriver(t, Config{}, func(t *testing.T, e *env) {
+		ok1, bad1 := e.SeedFinished("work")
 		e.Seed()
 		for state, ids := range map[string][]string{
-			"ready": {"r1", "r2", "r3"}, "in-flight": {"f1", "f2"}, "delayed": {"t1", "t2"}, "discarded": {"d1", "d2"},
+			"ready": {"r1", "r2", "r3"}, "in-flight": {"f1", "f2"}, "delayed": {"t1", "t2"}, "discarded": {"d1", "d2", "bad1"},
+			"finished": {"ok1", "bad1"},
 		} {
 			a := e.get("queue?q=work&state="+state, http.StatusOK)
 			for _, id := range ids {
@@ -79,6 +82,21 @@ func TestQueuePage(t *testing.T) {
 		a = e.get("queue?q=work&state=in-flight", http.StatusOK)
 		lacks(t, "in-flight page", a.body, `action="purge"`)
 
+		// The finished tab: the records' figures, a row per record with its
+		// finish time, outcome and error (as text), and no purge.
+		a = e.get("queue?q=work&state=finished", http.StatusOK)
+		contains(t, "finished page", a.body, `aria-current="page">finished (2)</a>`, "Jobs 1 to 2 of 2 finished",
+			"<th>Finished</th><th>Outcome</th><th>Error</th>",
+			"<td>"+since(ok1.FinishedAt)[:20], "<td>acked</td>", `<td class="reason"></td>`,
+			"<td>"+since(bad1.FinishedAt)[:20], "<td>discarded</td>", `<td class="reason">&lt;script&gt;alert(1)&lt;/script&gt;</td>`,
+			"Retention has dropped 0 expired and 0 over the cap")
+		lacks(t, "finished page", a.body, "<script", `action="purge"`, `action="redrive"`)
+		if ok1.Outcome != "acked" || bad1.Outcome != "discarded" || bad1.Error != finishedError {
+			t.Errorf("the seeded records: %+v and %+v", ok1, bad1)
+		}
+		// A tab counts its state on every page.
+		contains(t, "ready page", e.get("queue?q=work", http.StatusOK).body, ">finished (2)</a>", ">discarded (3)</a>")
+
 		// Pages of two: the first links to the next, the last to the previous.
 		a = e.get("queue?q=work&state=ready&limit=2", http.StatusOK)
 		contains(t, "ready page 1", a.body, "Jobs 1 to 2 of 3 ready", `offset=2`, "Next →")
@@ -89,16 +107,18 @@ func TestQueuePage(t *testing.T) {
 		lacks(t, "ready page 2", a.body, "Next →", ">r1<")
 
 		e.get("queue?q=nosuch", http.StatusNotFound)
-		e.get("queue?q=work&state=finished", http.StatusBadRequest)
+		contains(t, "unknown state", e.get("queue?q=work&state=nosuch", http.StatusBadRequest).body,
+			"want ready, in-flight, delayed, discarded or finished")
 		e.get("queue?q=work&limit=0", http.StatusBadRequest)
 		e.get("queue?q=bad%7Bname", http.StatusBadRequest)
 	})
 }
 
-// TestJobPage shows a job's fields, headers and payload, and finds one
-// by the search form's query.
+// TestJobPage shows a job's fields, headers and payload, a finished job's
+// record and result, and finds one by the search form's query.
 func TestJobPage(t *testing.T) {
 	eachDriver(t, Config{}, func(t *testing.T, e *env) {
+		ok1, bad1 := e.SeedFinished("work")
 		e.Seed()
 		a := e.get("job?q=work&id=r1", http.StatusOK) // the search form's query: no state
 		contains(t, "job r1", a.body, "Job <span class=\"name\">r1</span>", "<td>mail</td>", "<td>ready</td>",
@@ -108,7 +128,31 @@ func TestJobPage(t *testing.T) {
 		a = e.get("job?q=work&id=t1", http.StatusOK)
 		contains(t, "job t1", a.body, "<th>Due</th>", "Cancel this timer")
 		a = e.get("job?q=work&id=nosuch", http.StatusNotFound)
-		contains(t, "missing job", a.body, `job &#34;nosuch&#34; not found in queue &#34;work&#34;`)
+		contains(t, "missing job", a.body, `job &#34;nosuch&#34; not found in queue &#34;work&#34;: it may have finished without a record`)
+
+		// bad1 is both finished and discarded: the search finds where it
+		// is now, its discard record; the finished tab's link, its record.
+		contains(t, "job bad1 searched", e.get("job?q=work&id=bad1", http.StatusOK).body,
+			"<td>discarded</td>", "Re-drive this job")
+		for _, path := range []string{"job?id=bad1&q=work&state=finished"} {
+			a = e.get(path, http.StatusOK)
+			contains(t, path, a.body, "<td>mail</td>", "<td>finished</td>", `href="queue?q=work&amp;state=finished"`,
+				"<th>Outcome</th><td>discarded</td>", "<th>Started</th><td>"+since(bad1.StartedAt)[:20],
+				"<th>Finished</th><td>"+since(bad1.FinishedAt)[:20], "<th>Kept until</th><td>"+since(bad1.ExpiresAt)[:20],
+				"<th>Worker</th><td>"+bad1.Worker+"</td>",
+				`<th>Error</th><td class="reason">&lt;script&gt;alert(1)&lt;/script&gt;</td>`,
+				"<h2>Result</h2>", "33 bytes, JSON shown indented", shownResult)
+			lacks(t, path, a.body, "<script", "<h2>Payload</h2>", "<h2>Headers</h2>", `<form method="post"`)
+		}
+		if bad1.Worker == "" || bad1.StartedAt.IsZero() || !bad1.ExpiresAt.After(bad1.FinishedAt) {
+			t.Errorf("bad1's record lacks a worker or a time: %+v", bad1)
+		}
+		a = e.get("job?id=ok1&q=work&state=finished", http.StatusOK)
+		contains(t, "job ok1", a.body, "<th>Outcome</th><td>acked</td>", `<th>Error</th><td class="reason">none</td>`,
+			"<th>Worker</th><td>"+ok1.Worker+"</td>", "{\n  &#34;invoice&#34;: &#34;INV-1&#34;\n}")
+		// Its discard record is there too, with its re-drive.
+		contains(t, "job bad1 discarded", e.get("job?id=bad1&q=work&state=discarded", http.StatusOK).body,
+			"<td>discarded</td>", "Re-drive this job", "&lt;script&gt;alert(1)&lt;/script&gt;")
 		e.get("job?q=work", http.StatusBadRequest)
 	})
 }

@@ -57,6 +57,10 @@ func TestActions(t *testing.T) {
 		if a := e.post("purge", s, origin, s.form("work", "state", "in-flight", "confirm", "yes")); a.status != http.StatusBadRequest {
 			t.Errorf("purge of in-flight jobs: status %d, want 400", a.status)
 		}
+		if a := e.post("purge", s, origin, s.form("work", "state", "finished", "confirm", "yes")); a.status != http.StatusBadRequest ||
+			!strings.Contains(a.body, "retention drops them") {
+			t.Errorf("purge of finished jobs: status %d, want 400 saying retention drops them\n%s", a.status, a.body)
+		}
 
 		posted("pause", s.form("work"), "queue?done=pause&n=0&q=work&state=ready")
 		if paused, err := e.insp.Paused(e.ctx, "work"); err != nil || !paused {
@@ -139,7 +143,7 @@ func TestReadOnly(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "list", Config{ReadOnly: true})
 	e.Seed()
-	for _, page := range []string{"", "queue?q=work&state=discarded", "queue?q=work&state=delayed", "job?q=work&id=t1", "job?q=work&id=d1"} {
+	for _, page := range []string{"", "queue?q=work&state=discarded", "queue?q=work&state=delayed", "queue?q=work&state=finished", "job?q=work&id=t1", "job?q=work&id=d1"} {
 		a := e.get(page, http.StatusOK)
 		lacks(t, "read-only page "+page, a.body, "<form method=\"post\"", `name="csrf"`)
 		contains(t, "read-only page "+page, a.body, "read-only")
@@ -289,5 +293,24 @@ func TestPayload(t *testing.T) {
 	got := showPayload([]byte(big))
 	if got.Form != "text" || len(got.Text) != maxShownPayload || got.Hidden != len(big)-maxShownPayload {
 		t.Errorf("a payload over the cap: form %s, %d bytes shown, %d hidden", got.Form, len(got.Text), got.Hidden)
+	}
+}
+
+// TestCut shortens on a rune boundary and says that it did.
+func TestCut(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"abc", 3, "abc"},
+		{"abcd", 3, "abc…"},
+		{"hé", 2, "h…"}, // é is two bytes: not split
+		{"", 0, ""},
+	} {
+		if got := cut(c.in, c.n); got != c.want {
+			t.Errorf("cut(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/discards"
+	"github.com/conveyorq/conveyor/internal/records"
 	"github.com/conveyorq/conveyor/internal/registry"
 	"github.com/conveyorq/conveyor/internal/script"
 	"github.com/conveyorq/conveyor/internal/timers"
@@ -32,6 +33,9 @@ type Inspector struct {
 	Timers *timers.Methods
 	// Discards is the driver's discard queue: the discarded state.
 	Discards *discards.Keeper
+	// Records are the driver's records of finished jobs: the finished
+	// state.
+	Records *records.Records
 
 	// SizesScript is the driver's sizes script: its reply is {ready, in
 	// flight} then queue_tail's figures (Lib).
@@ -77,8 +81,9 @@ func (x *Inspector) QueueSizes(ctx context.Context, queues ...string) ([]broker.
 }
 
 // ListJobs returns a page of queue's jobs in state: delayed earliest due
-// first (the timers ZSET), discarded newest first (the discard list), ready
-// and in flight as Page returns them.
+// first (the timers ZSET), discarded newest first (the discard list),
+// finished the latest to expire first (internal/records), ready and in
+// flight as Page returns them.
 func (x *Inspector) ListJobs(ctx context.Context, queue string, state broker.JobState, offset, limit int) ([]*broker.JobInfo, int64, error) {
 	op := x.Name + ": list jobs"
 	if err := checkQueue(op, queue); err != nil {
@@ -95,6 +100,8 @@ func (x *Inspector) ListJobs(ctx context.Context, queue string, state broker.Job
 		return x.listDelayed(ctx, queue, offset, limit)
 	case broker.JobDiscarded:
 		return x.listDiscarded(ctx, queue, offset, limit)
+	case broker.JobFinished:
+		return records.ListJobs(ctx, x.Records, queue, offset, limit)
 	}
 	out, total, err := x.Page(ctx, queue, state, offset, limit)
 	if err != nil {
@@ -105,7 +112,8 @@ func (x *Inspector) ListJobs(ctx context.Context, queue string, state broker.Job
 
 // FindJob returns the job id of queue if it is in state, nil if not.
 // Delayed: O(1) (the timers HASH). Discarded: the discard list, newest
-// first, 1,000 records per call. Ready and in flight: a walk with
+// first, 1,000 records per call. Finished: O(1) (the records HASH). Ready
+// and in flight: a walk with
 // FindStep, Step entries per call.
 func (x *Inspector) FindJob(ctx context.Context, queue string, state broker.JobState, id string) (*broker.JobInfo, error) {
 	op := x.Name + ": find job"
@@ -124,6 +132,12 @@ func (x *Inspector) FindJob(ctx context.Context, queue string, state broker.JobS
 		return j, wrap(op, err)
 	case broker.JobDiscarded:
 		return x.findDiscarded(ctx, queue, id)
+	case broker.JobFinished:
+		r, err := x.Records.GetRecord(ctx, queue, id)
+		if r == nil || err != nil {
+			return nil, err
+		}
+		return records.Info(queue, r), nil
 	}
 	j, err := walk(ctx, func(ctx context.Context, cursor string) (*broker.JobInfo, string, error) {
 		return x.FindStep(ctx, queue, state, id, cursor)

@@ -75,3 +75,33 @@ func (s *Seeder) Seed() {
 	s.Enqueue("work", "mail", "t1", &conveyor.EnqueueOptions{Delay: time.Hour})
 	s.Enqueue("work", "mail", "t2", &conveyor.EnqueueOptions{Delay: 2 * time.Hour})
 }
+
+// SeedFinished puts records of finished jobs in queue "done": k1 (mail)
+// acked with the result {"invoice":"INV-1"}, kept 2h, and k2 (sms)
+// discarded with the error "<script>alert(1)</script>", kept 1h; so k1
+// comes first (the latest to expire).
+func (s *Seeder) SeedFinished() {
+	s.T.Helper()
+	s.Enqueue("done", "mail", "k1", nil)
+	s.Enqueue("done", "sms", "k2", nil)
+	c, ds := s.Fetch("done", 2)
+	for _, d := range ds {
+		keep, outcome, result, why := 2*time.Hour, "acked", `{"invoice":"INV-1"}`, ""
+		if d.ID == "k2" {
+			keep, outcome, result, why = time.Hour, "discarded", "", "<script>alert(1)</script>"
+		}
+		d.Finish = &broker.FinishRecord{Keep: keep, Record: broker.JobRecord{
+			Queue: d.Queue, Kind: d.Kind, Outcome: outcome, Attempt: d.Attempt(), EnqueuedAt: d.EnqueuedAt,
+			StartedAt: time.Now(), Worker: "seeder-1", Error: why, Result: []byte(result),
+		}}
+		var err error
+		if why != "" {
+			err = c.Discard(s.Ctx, d, why)
+		} else {
+			err = c.Ack(s.Ctx, d)
+		}
+		if err != nil {
+			s.T.Fatal(err)
+		}
+	}
+}

@@ -19,7 +19,7 @@
 -- settle ended it, see lost_status); empty when all settled. KEYS[4] is
 -- read only when some lease is gone.
 
-local oks, _, lost = take(KEYS[1], KEYS[2], KEYS[4])
+local oks, _, lost = take(KEYS[1], KEYS[2], KEYS[4], ARGV)
 if #oks > 0 then
   redis.call('HINCRBY', KEYS[3], 'processed', #oks)
 end

@@ -12,11 +12,18 @@
 -- KEYS[5] <prefix>:{<queue>}:dead_expired  STRING count of records the age limit trimmed
 -- KEYS[6] <prefix>:{<queue>}:stats         HASH processed, failed: cumulative counters
 -- KEYS[7] <prefix>:{<queue>}:reclaimed     ZSET receipt of a lease a reclaim took, score = when (unix ms); see lib.lua
+-- KEYS[8] <prefix>:{<queue>}:done          HASH job ID -> record of a finished job (internal/records)
+-- KEYS[9] <prefix>:{<queue>}:done_at       ZSET job ID, score = when its record expires (unix ms)
+-- KEYS[10] <prefix>:{<queue>}:done_counts  HASH expired, dropped
 -- ARGV[1] the delivery's receipt
 -- ARGV[2] its token (the receipt up to the first ',')
 -- ARGV[3] reason
 -- ARGV[4] max discard records kept, >= 1
 -- ARGV[5] max age of discard records, ms (<= 0: no age limit)
+-- ARGV[6] keep the job's record this long, ms (0: write none; KEYS[8..10]
+--         are then not touched)
+-- ARGV[7] the job's ID, ARGV[8] its record's JSON, ARGV[9] the cap on the
+--         queue's records
 -- Reply: "OK"; "LEASE_LOST" (a reclaim took the lease, or the token is not
 -- the receipt's) or "GONE" (no reclaim did: a settle ended it), as for
 -- ack.lua.
@@ -36,4 +43,7 @@ end
 redis.call('HDEL', KEYS[2], r)
 discard(discard_list(KEYS[3], KEYS[4], KEYS[5], ARGV[4], ARGV[5]), now_ms(), ARGV[3], v)
 redis.call('HINCRBY', KEYS[6], 'failed', 1)
+if tonumber(ARGV[6]) > 0 then
+  record_put(KEYS[8], KEYS[9], KEYS[10], now_ms(), ARGV[9], ARGV[7], ARGV[6], ARGV[8])
+end
 return 'OK'

@@ -211,7 +211,7 @@ local function settle_check(lease, first)
   return oks, lost
 end
 
--- take ends the lease of each receipt in ARGV that still holds it (as
+-- take ends the lease of each receipt in rs that still holds it (as
 -- settle_check tells), and forgets its message in the inflight HASH. One
 -- ZREM of them all is the check when it removes as many members as there
 -- are receipts, the usual case: a batch costs three commands, not one per
@@ -219,26 +219,26 @@ end
 -- inflight HASH holds a field exactly for each lease (the ZREM has ended
 -- the leases of those that held), and each that did not hold by the
 -- record rec (lost_status). It returns the receipts taken, their numbers
--- in ARGV (nil when all were taken) and the reply list {receipt number,
+-- in rs (nil when all were taken) and the reply list {receipt number,
 -- status, ...} of the others, status 'LEASE_LOST' or 'GONE' (a receipt
 -- named twice is taken once, then reported gone).
-local function take(lease, inflight, rec)
+local function take(lease, inflight, rec, rs)
   local removed = 0
-  for i = 1, #ARGV, CHUNK do
-    removed = removed + redis.call('ZREM', lease, unpack(ARGV, i, math.min(i + CHUNK - 1, #ARGV)))
+  for i = 1, #rs, CHUNK do
+    removed = removed + redis.call('ZREM', lease, unpack(rs, i, math.min(i + CHUNK - 1, #rs)))
   end
-  if removed == #ARGV then
-    bulk('HDEL', inflight, ARGV)
-    return ARGV, nil, {}
+  if removed == #rs then
+    bulk('HDEL', inflight, rs)
+    return rs, nil, {}
   end
   local oks, okat, lost = {}, {}, {}
-  for i = 1, #ARGV do
-    if redis.call('HDEL', inflight, ARGV[i]) == 1 then
-      oks[#oks + 1] = ARGV[i]
+  for i = 1, #rs do
+    if redis.call('HDEL', inflight, rs[i]) == 1 then
+      oks[#oks + 1] = rs[i]
       okat[#okat + 1] = i
     else
       lost[#lost + 1] = i
-      lost[#lost + 1] = lost_status(rec, ARGV[i])
+      lost[#lost + 1] = lost_status(rec, rs[i])
     end
   end
   return oks, okat, lost

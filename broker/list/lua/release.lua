@@ -20,7 +20,7 @@ local ready, lease, inflight = KEYS[1], KEYS[2], KEYS[3]
 -- The messages are read first: take forgets them. A read, before any
 -- write, is allowed when Redis is full.
 local vs = messages(inflight, ARGV)
-local oks, at, lost = take(lease, inflight, KEYS[4])
+local oks, at, lost = take(lease, inflight, KEYS[4], ARGV)
 local canceled = canceled_among(KEYS[6], oks)
 -- RPUSH the last first, so the first of the batch is fetched next.
 local back = {}

@@ -27,12 +27,15 @@
 -- KEYS[14] <prefix>:{<queue>}:keeper_heir          STRING the heir's lease
 -- KEYS[15] <prefix>:{<queue>}:keeper_heir:baton    ZSET the standbys' wake signal
 -- KEYS[16] <prefix>:{<queue>}:canceled             ZSET marks of cancelled deliveries (internal/cancels)
+-- KEYS[17] <prefix>:{<queue>}:done                 HASH job ID -> record of a finished job (internal/records)
+-- KEYS[18] <prefix>:{<queue>}:done_at              ZSET job ID, score = when its record expires (unix ms)
+-- KEYS[19] <prefix>:{<queue>}:done_counts          HASH expired, dropped: records retention removed
 -- ARGV[1]  "1": delete even while jobs are in flight; else refuse then
 -- ARGV[2]  consumer group name
 -- Reply: {1 deleted or 0 refused (jobs in flight; nothing deleted), ready,
 -- in flight, delayed, discarded, keys deleted}.
 -- Bounded: O(1) reads, one XINFO GROUPS (one entry per consumer group of
--- the stream, a handful), and one DEL of 16 keys, which frees every job of
+-- the stream, a handful), and one DEL of 19 keys, which frees every job of
 -- the queue: O(jobs held), the one cost of a delete that grows with the
 -- queue.
 

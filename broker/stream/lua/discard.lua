@@ -1,18 +1,23 @@
 -- discard.lua: move one delivery to its queue's discard list (stream driver).
 --
--- The delivery is fenced as in ack.lua, then XACKed and XDELed; a discard
--- record "d1,<unix ms>,<len(reason)>:<reason><encoded message>" (see
--- internal/codec/discard.go) is pushed on the discard list, whose length is
--- capped at ARGV[6] and whose records may be ARGV[7] old at most (the oldest
--- records are dropped and counted in KEYS[3] and KEYS[4], see
--- internal/discards' lib.lua, which the Go side puts in front). The stored
--- message's recoveries include this entry's crash recoveries (delivery
--- count - 1). An
--- entry deleted while pending is reported as LEASE_LOST, as in requeue.lua.
--- A drained stream stays, with its group (see ack.lua). A discard
--- ends a failed handler run: the queue's stats HASH counts it (field
--- failed); poison discards (fetch.lua) are crash recoveries and are not
--- counted.
+-- The delivery is fenced as ack.lua fences (see ack_entries in lib.lua),
+-- then XACKed and XDELed; a discard record "d1,<unix ms>,<len(reason)>:
+-- <reason><encoded message>" (see internal/codec/discard.go) is pushed on
+-- the discard list, whose length is capped at ARGV[6] and whose records may
+-- be ARGV[7] old at most (the oldest records are dropped and counted in
+-- KEYS[3] and KEYS[4], see internal/discards' lib.lua, which the Go side
+-- puts in front). The stored message's recoveries include this entry's
+-- crash recoveries (delivery count - 1). An entry deleted while pending is
+-- reported as LEASE_LOST, as in requeue.lua. A drained stream stays, with
+-- its group (see ack_entries). A discard ends a failed handler run: the
+-- queue's stats HASH counts it (field failed); poison discards (fetch.lua)
+-- are crash recoveries and are not counted.
+--
+-- When ARGV[8] is above 0 the record of the finished job is written too
+-- (internal/records' record_put, which the Go side puts in front), after
+-- the discard's own writes: XACK stays the first write, as in ack_entries,
+-- so that a full Redis still lets the discard run. Else KEYS[8..10] are
+-- not touched.
 --
 -- KEYS[1]  <prefix>:{<queue>}:stream   STREAM with the consumer group ARGV[1]
 -- KEYS[2]  <prefix>:{<queue>}:dead     LIST of discard records, newest first
@@ -23,6 +28,9 @@
 --          reclaim took (internal/reclaims); read only for an entry not pending
 -- KEYS[7]  <prefix>:{<queue>}:wake     ZSET wake signal: deleted when the stream is left
 --          with no entry (as ack.lua)
+-- KEYS[8]  <prefix>:{<queue>}:done         HASH job ID -> record of a finished job (internal/records)
+-- KEYS[9]  <prefix>:{<queue>}:done_at      ZSET job ID, score = when its record expires (unix ms)
+-- KEYS[10] <prefix>:{<queue>}:done_counts  HASH expired, dropped: records retention removed
 -- ARGV[1]  consumer group name
 -- ARGV[2]  consumer name
 -- ARGV[3]  entry ID
@@ -30,6 +38,10 @@
 -- ARGV[5]  reason (bytes)
 -- ARGV[6]  max length of the discard list
 -- ARGV[7]  max age of discard records, ms (<= 0: no age limit)
+-- ARGV[8]  keep the job's record this long, ms (0: write none)
+-- ARGV[9]  the job's ID
+-- ARGV[10] the record's JSON (internal/records' Args)
+-- ARGV[11] the cap on the queue's records, >= 1
 --
 -- Reply: a one-item array: "OK"; "GONE" when the entry is neither pending
 -- in the group nor in the stream (settled already, see lost_status in
@@ -73,5 +85,8 @@ discard_push(discard_list(dead, KEYS[3], KEYS[4], ARGV[6], ARGV[7]), now, ARGV[5
 redis.call('HINCRBY', KEYS[5], 'failed', 1)
 if redis.call('XLEN', stream) == 0 then
   redis.call('DEL', KEYS[7])
+end
+if tonumber(ARGV[8]) > 0 then
+  record_put(KEYS[8], KEYS[9], KEYS[10], now, ARGV[11], ARGV[9], ARGV[8], ARGV[10])
 end
 return {'OK'}

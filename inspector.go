@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/conveyorq/conveyor/broker"
 )
@@ -283,18 +284,42 @@ func (i *Inspector) Redrive(ctx context.Context, queue string, f DiscardFilter, 
 // waiting under its job's ID) and reports whether it was still pending; of
 // a cancel and the timer's promotion exactly one wins.
 func (i *Inspector) Cancel(ctx context.Context, queue, id string) (bool, error) {
-	if err := checkQueue("cancel", queue); err != nil {
+	t, err := i.timers("cancel", queue)
+	if err != nil {
 		return false, err
-	}
-	t, ok := i.d.(broker.Timers)
-	if !ok || !i.d.Capabilities().Delay {
-		return false, fmt.Errorf("conveyor: inspector: cancel: driver %T has no timers: %w", i.d, broker.ErrUnsupported)
 	}
 	pending, err := t.Cancel(ctx, queue, id)
 	if err != nil {
 		return false, fmt.Errorf("conveyor: inspector: cancel %q of %q: %w", id, queue, err)
 	}
 	return pending, nil
+}
+
+// Reschedule moves the pending timer id of queue to at and reports whether
+// it was still pending, as Client.Reschedule does: of a reschedule and the
+// timer's promotion exactly one wins.
+func (i *Inspector) Reschedule(ctx context.Context, queue, id string, at time.Time) (bool, error) {
+	t, err := i.timers("reschedule", queue)
+	if err != nil {
+		return false, err
+	}
+	pending, err := t.Reschedule(ctx, queue, id, at)
+	if err != nil {
+		return false, fmt.Errorf("conveyor: inspector: reschedule %q of %q: %w", id, queue, err)
+	}
+	return pending, nil
+}
+
+// timers returns the driver's timers for op on queue.
+func (i *Inspector) timers(op, queue string) (broker.Timers, error) {
+	if err := checkQueue(op, queue); err != nil {
+		return nil, err
+	}
+	t, ok := i.d.(broker.Timers)
+	if !ok || !i.d.Capabilities().Delay {
+		return nil, fmt.Errorf("conveyor: inspector: %s: driver %T has no timers: %w", op, i.d, broker.ErrUnsupported)
+	}
+	return t, nil
 }
 
 // CancelJob cancels the job id of queue wherever it is and reports the

@@ -250,6 +250,16 @@ func testInspector(t *testing.T, e *inspectEnv) {
 	if j, err := e.insp.Job(e.ctx, q, "job-03"); err != nil || j.State != conveyor.JobReady || j.Retries != 0 {
 		t.Fatalf("re-driven job-03 = %+v, %v; want it ready", j, err)
 	}
+	at := time.Now().Add(3 * time.Hour)
+	if ok, err := e.insp.Reschedule(e.ctx, q, "order:0:timeout", at); err != nil || !ok {
+		t.Fatalf("Reschedule(order:0:timeout) = %v, %v; want true", ok, err)
+	}
+	if j, err := e.insp.Job(e.ctx, q, "order:0:timeout", conveyor.JobDelayed); err != nil || j.RunAt.Before(at.Add(-time.Second)) || j.RunAt.After(at.Add(time.Second)) {
+		t.Fatalf("rescheduled timer = %+v, %v; want due at %v", j, err, at)
+	}
+	if ok, err := e.insp.Reschedule(e.ctx, q, "nosuch", at); err != nil || ok {
+		t.Fatalf("Reschedule(nosuch) = %v, %v; want false", ok, err)
+	}
 	if ok, err := e.insp.Cancel(e.ctx, q, "order:0:timeout"); err != nil || !ok {
 		t.Fatalf("Cancel(order:0:timeout) = %v, %v; want true", ok, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker"
@@ -64,12 +65,49 @@ var actions = map[string]action{
 		}
 		return 1, conveyor.JobDelayed, err
 	}},
+	"reschedule": {run: func(ctx context.Context, insp *conveyor.Inspector, queue string, form url.Values) (int, conveyor.JobState, error) {
+		id := form.Get("id")
+		if id == "" {
+			return 0, 0, badRequest("no timer ID given")
+		}
+		at, err := parseWhen(strings.TrimSpace(form.Get("at")), time.Now())
+		if err != nil {
+			return 0, 0, badRequest(err.Error())
+		}
+		pending, err := insp.Reschedule(ctx, queue, id, at)
+		if err == nil && !pending {
+			err = fmt.Errorf("timer %q %w in queue %q: it fired or was cancelled before this reschedule", id, errNotFound, queue)
+		}
+		return 1, conveyor.JobDelayed, err
+	}},
 	"pause": {run: func(ctx context.Context, insp *conveyor.Inspector, queue string, _ url.Values) (int, conveyor.JobState, error) {
 		return 0, conveyor.JobReady, insp.Pause(ctx, queue)
 	}},
 	"resume": {run: func(ctx context.Context, insp *conveyor.Inspector, queue string, _ url.Values) (int, conveyor.JobState, error) {
 		return 0, conveyor.JobReady, insp.Resume(ctx, queue)
 	}},
+}
+
+// parseWhen reads the new due time of a reschedule: a duration from now
+// ("90s", "30m", "2h"), or a time in RFC 3339 ("2026-11-25T08:00:00Z") or
+// as a browser's datetime-local field sends it ("2026-11-25T08:00", read
+// as UTC).
+func parseWhen(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, errors.New("no due time given: a delay such as 30m or 2h, or a time such as 2026-11-25T08:00Z")
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("due time %q: a delay cannot be negative", s)
+		}
+		return now.Add(d), nil
+	}
+	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04Z07:00", "2006-01-02T15:04:05", "2006-01-02T15:04"} {
+		if at, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
+			return at, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("due time %q: want a delay such as 30m or 2h, or a time such as 2026-11-25T08:00Z (UTC when no zone is given)", s)
 }
 
 // maxForm caps the body of an action's POST: its form is a few short
@@ -124,6 +162,8 @@ func actionDone(q url.Values) string {
 		return fmt.Sprintf("Purged %d jobs.", n)
 	case "cancel":
 		return "Cancelled the timer."
+	case "reschedule":
+		return "Moved the timer."
 	case "pause":
 		return "Paused the queue: workers stop fetching from it within half a second; running jobs finish."
 	case "resume":

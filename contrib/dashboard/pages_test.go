@@ -126,7 +126,7 @@ func TestJobPage(t *testing.T) {
 		a = e.get("job?q=work&id=d2&state=discarded", http.StatusOK)
 		contains(t, "job d2", a.body, "boom d2", "Re-drive this job")
 		a = e.get("job?q=work&id=t1", http.StatusOK)
-		contains(t, "job t1", a.body, "<th>Due</th>", "Cancel this timer")
+		contains(t, "job t1", a.body, "<th>Due</th>", "Cancel this timer", `action="reschedule"`, `name="at"`)
 		a = e.get("job?q=work&id=nosuch", http.StatusNotFound)
 		contains(t, "missing job", a.body, `job &#34;nosuch&#34; not found in queue &#34;work&#34;: it may have finished without a record`)
 

@@ -36,6 +36,27 @@ func TestActions(t *testing.T) {
 		contains(t, "the page after the re-drive", e.get("queue?done=redrive&n=1&q=work&state=discarded", http.StatusOK).body,
 			"Re-drove 1 jobs: they run again at once.")
 
+		// Reschedule t2 (due in 2h) to 3h from now, then to a time.
+		posted("reschedule", s.form("work", "id", "t2", "at", "3h"), "queue?done=reschedule&n=1&q=work&state=delayed")
+		if j, err := e.insp.Job(e.ctx, "work", "t2", conveyor.JobDelayed); err != nil || j.RunAt.Before(time.Now().Add(3*time.Hour-time.Minute)) {
+			t.Errorf("t2 after its reschedule to 3h: %+v, %v", j, err)
+		}
+		at := time.Now().Add(5 * time.Hour).UTC().Truncate(time.Minute)
+		posted("reschedule", s.form("work", "id", "t2", "at", at.Format("2006-01-02T15:04")), "queue?done=reschedule&n=1&q=work&state=delayed")
+		if j, err := e.insp.Job(e.ctx, "work", "t2", conveyor.JobDelayed); err != nil || j.RunAt.Sub(at).Abs() > 10*time.Millisecond {
+			t.Errorf("t2 after its reschedule to %v: %+v, %v", at, j, err)
+		}
+		for _, bad := range []string{"", "-5m", "tomorrow"} {
+			if a := e.post("reschedule", s, origin, s.form("work", "id", "t2", "at", bad)); a.status != http.StatusBadRequest {
+				t.Errorf("reschedule to %q: status %d, want 400", bad, a.status)
+			}
+		}
+		if a := e.post("reschedule", s, origin, s.form("work", "id", "nosuch", "at", "1h")); a.status != http.StatusNotFound {
+			t.Errorf("reschedule of a timer that is not there: status %d, want 404", a.status)
+		}
+		contains(t, "the page after a reschedule", e.get("queue?done=reschedule&n=1&q=work&state=delayed", http.StatusOK).body,
+			"Moved the timer.")
+
 		posted("cancel", s.form("work", "id", "t1"), "queue?done=cancel&n=1&q=work&state=delayed")
 		if _, err := e.insp.Job(e.ctx, "work", "t1"); err == nil {
 			t.Error("timer t1 is still there after its cancel")
@@ -148,8 +169,8 @@ func TestReadOnly(t *testing.T) {
 		lacks(t, "read-only page "+page, a.body, "<form method=\"post\"", `name="csrf"`)
 		contains(t, "read-only page "+page, a.body, "read-only")
 	}
-	for _, action := range []string{"pause", "redrive", "purge", "cancel", "resume"} {
-		a := e.post(action, session{}, e.srv.URL, url.Values{"q": {"work"}, "state": {"ready"}, "id": {"t1"}, "confirm": {"yes"}})
+	for _, action := range []string{"pause", "redrive", "purge", "cancel", "reschedule", "resume"} {
+		a := e.post(action, session{}, e.srv.URL, url.Values{"q": {"work"}, "state": {"ready"}, "id": {"t1"}, "confirm": {"yes"}, "at": {"1h"}})
 		if a.status != http.StatusForbidden || !strings.Contains(a.body, "read-only") {
 			t.Errorf("POST %s to a read-only dashboard: status %d\n%s", action, a.status, a.body)
 		}

@@ -22,6 +22,9 @@ type action struct {
 	// run does it on queue with the form's values and returns how many
 	// jobs it handled and the state whose page the browser goes to next.
 	run func(ctx context.Context, insp *conveyor.Inspector, queue string, form url.Values) (int, conveyor.JobState, error)
+	// overview sends the browser to the queues page afterwards (the queue
+	// is gone).
+	overview bool
 }
 
 // actions are the changes, by path.
@@ -79,6 +82,20 @@ var actions = map[string]action{
 			err = fmt.Errorf("timer %q %w in queue %q: it fired or was cancelled before this reschedule", id, errNotFound, queue)
 		}
 		return 1, conveyor.JobDelayed, err
+	}},
+	"delete": {overview: true, run: func(ctx context.Context, insp *conveyor.Inspector, queue string, form url.Values) (int, conveyor.JobState, error) {
+		if form.Get("confirm") != queue {
+			return 0, 0, badRequest(fmt.Sprintf("type the queue's name, %q, to confirm the delete: its jobs cannot be brought back", queue))
+		}
+		del, err := insp.DeleteQueue(ctx, queue, &conveyor.DeleteQueueOptions{Force: form.Get("force") == "yes"})
+		var ife *broker.InFlightError
+		if errors.As(err, &ife) {
+			return 0, 0, fmt.Errorf("%d jobs of %q are in flight, so the delete changed nothing: wait for them, or tick the box that deletes them too (their workers' settles then fail): %w", ife.InFlight, queue, err)
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+		return int(del.Jobs()), 0, nil
 	}},
 	"pause": {run: func(ctx context.Context, insp *conveyor.Inspector, queue string, _ url.Values) (int, conveyor.JobState, error) {
 		return 0, conveyor.JobReady, insp.Pause(ctx, queue)
@@ -147,7 +164,11 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request, a action) {
 	done := strings.TrimPrefix(r.URL.Path, "/")
 	// A relative Location, set by hand: http.Redirect would resolve it
 	// against the path below the mount point and leave the mount.
-	w.Header().Set("Location", link("queue", "q", probe.Name, "state", stateName(state), "done", done, "n", n))
+	if a.overview {
+		w.Header().Set("Location", link("./", "q", probe.Name, "done", done, "n", n))
+	} else {
+		w.Header().Set("Location", link("queue", "q", probe.Name, "state", stateName(state), "done", done, "n", n))
+	}
 	w.WriteHeader(http.StatusSeeOther)
 }
 
@@ -164,6 +185,8 @@ func actionDone(q url.Values) string {
 		return "Cancelled the timer."
 	case "reschedule":
 		return "Moved the timer."
+	case "delete":
+		return fmt.Sprintf("Deleted the queue %q and its %d jobs.", q.Get("q"), n)
 	case "pause":
 		return "Paused the queue: workers stop fetching from it within half a second; running jobs finish."
 	case "resume":

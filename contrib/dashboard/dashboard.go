@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/queueprobe"
 )
 
@@ -192,6 +193,8 @@ func statusOf(err error) int {
 		return http.StatusNotFound
 	case errors.As(err, &bad), errors.Is(err, queueprobe.ErrDriver):
 		return http.StatusBadRequest
+	case errors.Is(err, broker.ErrJobsInFlight):
+		return http.StatusConflict
 	}
 	return http.StatusInternalServerError
 }

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -92,6 +93,27 @@ func TestActions(t *testing.T) {
 		if paused, err := e.insp.Paused(e.ctx, "work"); err != nil || paused {
 			t.Errorf("after resume: paused %v, %v", paused, err)
 		}
+
+		// Delete: the name must be typed; jobs in flight (f1, f2) stop it
+		// unless the box is ticked.
+		contains(t, "the queue page's delete form", e.get("queue?q=work", http.StatusOK).body, `action="delete"`, `name="confirm"`)
+		before := e.sizes("work")
+		if a := e.post("delete", s, origin, s.form("work", "confirm", "wrok")); a.status != http.StatusBadRequest || !strings.Contains(a.body, "type the queue") {
+			t.Errorf("delete with a mistyped name: status %d, want 400\n%s", a.status, a.body)
+		}
+		if a := e.post("delete", s, origin, s.form("work", "confirm", "work")); a.status != http.StatusConflict || !strings.Contains(a.body, "in flight") {
+			t.Errorf("delete while jobs are in flight: status %d, want 409\n%s", a.status, a.body)
+		}
+		if got := e.sizes("work"); *got != *before {
+			t.Errorf("a refused delete changed the queue: %+v, was %+v", got, before)
+		}
+		jobs := before.Ready + before.InFlight + before.Delayed + before.Discarded
+		posted("delete", s.form("work", "confirm", "work", "force", "yes"), fmt.Sprintf("./?done=delete&n=%d&q=work", jobs))
+		if got := e.sizes("work"); got.Ready+got.InFlight+got.Delayed+got.Discarded != 0 {
+			t.Errorf("after the delete: %+v, want no jobs", got)
+		}
+		contains(t, "the overview after the delete", e.get(fmt.Sprintf("?done=delete&n=%d&q=work", jobs), http.StatusOK).body,
+			fmt.Sprintf("Deleted the queue &#34;work&#34; and its %d jobs.", jobs))
 	})
 }
 
@@ -169,8 +191,12 @@ func TestReadOnly(t *testing.T) {
 		lacks(t, "read-only page "+page, a.body, "<form method=\"post\"", `name="csrf"`)
 		contains(t, "read-only page "+page, a.body, "read-only")
 	}
-	for _, action := range []string{"pause", "redrive", "purge", "cancel", "reschedule", "resume"} {
-		a := e.post(action, session{}, e.srv.URL, url.Values{"q": {"work"}, "state": {"ready"}, "id": {"t1"}, "confirm": {"yes"}, "at": {"1h"}})
+	for _, action := range []string{"pause", "redrive", "purge", "cancel", "reschedule", "resume", "delete"} {
+		confirm := "yes"
+		if action == "delete" {
+			confirm = "work"
+		}
+		a := e.post(action, session{}, e.srv.URL, url.Values{"q": {"work"}, "state": {"ready"}, "id": {"t1"}, "confirm": {confirm}, "at": {"1h"}, "force": {"yes"}})
 		if a.status != http.StatusForbidden || !strings.Contains(a.body, "read-only") {
 			t.Errorf("POST %s to a read-only dashboard: status %d\n%s", action, a.status, a.body)
 		}

@@ -111,3 +111,47 @@ func TestDash(t *testing.T) {
 		t.Errorf("GET of a read-only dashboard without auth: %d\n%s", code, body)
 	}
 }
+
+// TestDashMetrics serves /metrics behind the dashboard's credentials,
+// read-only, and leaves it out with -metrics=false.
+func TestDashMetrics(t *testing.T) {
+	t.Parallel()
+	e := newCLIEnv(t, "list")
+	e.Seed()
+	base := serveDash(t, e, map[string]string{"CONVEYOR_DASH_TOKEN": "tok-9"})
+	token := func(r *http.Request) { r.Header.Set("Authorization", "Bearer tok-9") }
+	if code, _ := getPage(t, base+"metrics", func(*http.Request) {}); code != http.StatusUnauthorized {
+		t.Errorf("GET /metrics without credentials: %d, want 401", code)
+	}
+	code, body := getPage(t, base+"metrics", token)
+	want := []string{
+		"# TYPE conveyor_queue_depth gauge",
+		`conveyor_queue_depth{queue="work",driver="list",state="ready"} 3`,
+		`conveyor_queue_depth{queue="work",driver="list",state="in_flight"} 2`,
+		`conveyor_queue_depth{queue="work",driver="list",state="delayed"} 2`,
+		`conveyor_queue_depth{queue="work",driver="list",state="discarded"} 2`,
+		`conveyor_queue_failed_total{queue="work",driver="list"} 2`,
+		"conveyor_workers 0",
+	}
+	if code != http.StatusOK {
+		t.Errorf("GET /metrics with the token: %d\n%s", code, body)
+	}
+	for _, w := range want {
+		if !strings.Contains(body, w+"\n") {
+			t.Errorf("/metrics lacks %q:\n%s", w, body)
+		}
+	}
+	post := func(r *http.Request) { token(r); r.Method = http.MethodPost }
+	if code, _ := getPage(t, base+"metrics", post); code != http.StatusMethodNotAllowed {
+		t.Errorf("POST /metrics: %d, want 405", code)
+	}
+
+	open := serveDash(t, e, nil, "-no-auth")
+	if code, body := getPage(t, open+"metrics", func(*http.Request) {}); code != http.StatusOK || !strings.Contains(body, want[1]) {
+		t.Errorf("GET /metrics without auth, -no-auth: %d\n%s", code, body)
+	}
+	off := serveDash(t, e, nil, "-no-auth", "-metrics=false")
+	if code, body := getPage(t, off+"metrics", func(*http.Request) {}); code != http.StatusNotFound || strings.Contains(body, "conveyor_queue_depth") {
+		t.Errorf("GET /metrics with -metrics=false: %d, want the dashboard's 404\n%s", code, body)
+	}
+}

@@ -52,4 +52,7 @@
 // results, queue and kind names are escaped where they appear. The pages need no JavaScript.
 //
 // docs/dashboard.md says what each page costs Redis.
+//
+// NewMetrics serves the queues' figures in the Prometheus text format, read
+// from Redis at each scrape; conveyor dash mounts it at /metrics.
 package dashboard

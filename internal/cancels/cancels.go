@@ -12,13 +12,13 @@ import (
 	_ "embed"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/internal/redischeck"
+	"github.com/conveyorq/conveyor/internal/redissub"
 )
 
 // Lib is the Lua text of mark_canceled and canceled_among (see
@@ -99,9 +99,6 @@ func Cancel(ctx context.Context, t broker.Timers, step Step, queue, id string) (
 	return 0, nil
 }
 
-// watchTimeout bounds the wait for the subscription's confirmation.
-const watchTimeout = 5 * time.Second
-
 // Watch subscribes to the cancel channels of queues under prefix and
 // returns the jobs cancelled in flight as they are published, until ctx
 // ends (the channel is then closed). The subscription reconnects by itself
@@ -120,43 +117,26 @@ func Watch(ctx context.Context, rdb redis.UniversalClient, prefix string, queues
 		byChannel[ch] = q
 		chans = append(chans, ch)
 	}
-	ps := rdb.Subscribe(ctx, chans...)
-	wait := watchTimeout
-	if dl, ok := ctx.Deadline(); ok {
-		wait = min(wait, time.Until(dl))
-	}
-	// One confirmation per channel: the subscription is in place on return.
-	for range chans {
-		if _, err := ps.ReceiveTimeout(ctx, wait); err != nil {
-			_ = ps.Close()
-			return nil, fmt.Errorf("watch cancels: %w", err)
-		}
+	ps, err := redissub.Open(ctx, rdb, chans...)
+	if err != nil {
+		return nil, fmt.Errorf("watch cancels: %w", err)
 	}
 	out := make(chan broker.CanceledJob, 64)
-	in := ps.Channel()
 	go func() {
 		defer close(out)
-		defer ps.Close()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case m, ok := <-in:
-				if !ok {
-					return
-				}
-				q, known := byChannel[m.Channel]
-				member, id, ok := strings.Cut(m.Payload, "\n")
-				if !known || !ok || id == "" {
-					continue
-				}
-				select {
-				case out <- broker.CanceledJob{Queue: q, ID: id, Delivery: member}:
-				case <-ctx.Done():
-					return
-				}
+		redissub.Serve(ctx, ps, func(m *redis.Message) bool {
+			q, known := byChannel[m.Channel]
+			member, id, ok := strings.Cut(m.Payload, "\n")
+			if !known || !ok || id == "" {
+				return true
 			}
-		}
+			select {
+			case out <- broker.CanceledJob{Queue: q, ID: id, Delivery: member}:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		})
 	}()
 	return out, nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/codec"
 	"github.com/conveyorq/conveyor/internal/keys"
+	"github.com/conveyorq/conveyor/internal/redissub"
 	"github.com/conveyorq/conveyor/internal/script"
 )
 
@@ -274,43 +275,24 @@ func LastFire(ctx context.Context, rdb redis.Cmdable, k Keys, series string) (ti
 	return time.UnixMilli(ms), true, nil
 }
 
-// watchTimeout bounds the wait for a subscription's confirmation: go-redis
-// reads it under a deadline, not under ctx, and a server or proxy that
-// never answers must not hang a promoter.
-const watchTimeout = 5 * time.Second
-
 // Watch subscribes to the queue's wake channel. The channel it returns gets
 // a value (coalesced: at most one waits) per wake-up and is closed when ctx
 // ends.
 func Watch(ctx context.Context, rdb redis.UniversalClient, k Keys) (<-chan struct{}, error) {
-	ps := rdb.Subscribe(ctx, k.Channel)
-	wait := watchTimeout
-	if dl, ok := ctx.Deadline(); ok {
-		wait = min(wait, time.Until(dl))
-	}
-	if _, err := ps.ReceiveTimeout(ctx, wait); err != nil { // the subscription's confirmation
-		_ = ps.Close()
+	ps, err := redissub.Open(ctx, rdb, k.Channel)
+	if err != nil {
 		return nil, fmt.Errorf("watch timers of %q: %w", k.Queue, err)
 	}
 	out := make(chan struct{}, 1)
-	in := ps.Channel()
 	go func() {
 		defer close(out)
-		defer ps.Close()
-		for {
+		redissub.Serve(ctx, ps, func(*redis.Message) bool {
 			select {
-			case <-ctx.Done():
-				return
-			case _, ok := <-in:
-				if !ok {
-					return
-				}
-				select {
-				case out <- struct{}{}:
-				default:
-				}
+			case out <- struct{}{}:
+			default:
 			}
-		}
+			return true
+		})
 	}()
 	return out, nil
 }

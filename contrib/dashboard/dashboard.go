@@ -57,14 +57,34 @@ type Handler struct {
 	served   http.Handler
 }
 
-// New returns the dashboard cfg describes.
-func New(cfg *Config) (*Handler, error) {
+// base is what the dashboard and its metrics (NewMetrics) both take from
+// cfg: the set of queues they read, the logger, and serve wrapped in
+// Config.Auth. what names the caller in errors.
+func base(cfg *Config, what string, serve http.HandlerFunc) (*queueprobe.Set, *slog.Logger, http.Handler, error) {
 	if cfg == nil || cfg.Redis == nil {
-		return nil, errors.New("dashboard: Config.Redis is required")
+		return nil, nil, nil, fmt.Errorf("%s: Config.Redis is required", what)
 	}
 	set, err := queueprobe.New(cfg.Redis, &queueprobe.Config{Prefix: cfg.Prefix, Group: cfg.Group, Driver: cfg.Driver})
 	if err != nil {
-		return nil, fmt.Errorf("dashboard: %w", err)
+		return nil, nil, nil, fmt.Errorf("%s: %w", what, err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	var served http.Handler = serve
+	if cfg.Auth != nil {
+		served = cfg.Auth(served)
+	}
+	return set, log, served, nil
+}
+
+// New returns the dashboard cfg describes.
+func New(cfg *Config) (*Handler, error) {
+	h := &Handler{}
+	set, log, served, err := base(cfg, "dashboard", h.route)
+	if err != nil {
+		return nil, err
 	}
 	key := cfg.CSRFKey
 	switch {
@@ -78,14 +98,7 @@ func New(cfg *Config) (*Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}
-	h := &Handler{set: set, readOnly: cfg.ReadOnly, csrf: csrf{key: key}, log: cfg.Logger, pages: pages}
-	if h.log == nil {
-		h.log = slog.Default()
-	}
-	h.served = http.HandlerFunc(h.route)
-	if cfg.Auth != nil {
-		h.served = cfg.Auth(h.served)
-	}
+	*h = Handler{set: set, readOnly: cfg.ReadOnly, csrf: csrf{key: key}, log: log, pages: pages, served: served}
 	return h, nil
 }
 

@@ -3,7 +3,6 @@ package dashboard
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -71,21 +70,12 @@ type Metrics struct {
 // cfg's Redis, Prefix, Group, Driver, Auth and Logger as New does, and
 // ignores the rest: the metrics change nothing and have no form.
 func NewMetrics(cfg *Config) (*Metrics, error) {
-	if cfg == nil || cfg.Redis == nil {
-		return nil, errors.New("dashboard: metrics: Config.Redis is required")
-	}
-	set, err := queueprobe.New(cfg.Redis, &queueprobe.Config{Prefix: cfg.Prefix, Group: cfg.Group, Driver: cfg.Driver})
+	m := &Metrics{}
+	set, log, served, err := base(cfg, "dashboard: metrics", m.serve)
 	if err != nil {
-		return nil, fmt.Errorf("dashboard: metrics: %w", err)
+		return nil, err
 	}
-	m := &Metrics{set: set, log: cfg.Logger}
-	if m.log == nil {
-		m.log = slog.Default()
-	}
-	m.served = http.HandlerFunc(m.serve)
-	if cfg.Auth != nil {
-		m.served = cfg.Auth(m.served)
-	}
+	*m = Metrics{set: set, log: log, served: served}
 	return m, nil
 }
 

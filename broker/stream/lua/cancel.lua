@@ -41,45 +41,12 @@ if not last then
   return {0, ''}
 end
 
--- id_before reports whether entry ID a comes before entry ID b, compared
--- as Redis orders them (by time, then sequence; neither has leading zeros).
-local function id_before(a, b)
-  local am, as = string.match(a, '^(%d+)-(%d+)$')
-  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
-  if #am ~= #bm then
-    return #am < #bm
-  end
-  if am ~= bm then
-    return am < bm
-  end
-  if #as ~= #bs then
-    return #as < #bs
-  end
-  return as < bs
+local r = stretch(stream, mode, cursor, last, n)
+if not r then
+  return {0, ''}
 end
-
-local r
-if mode == 'ready' then
-  -- Consumers may have read past the cursor since the last stretch: what
-  -- they read is in flight now, not for XDEL.
-  if cursor == '' or id_before(cursor, last) then
-    cursor = last
-  end
-  r = redis.call('XRANGE', stream, after_cursor(cursor), '+', 'COUNT', n)
-else
-  if last == '0-0' then
-    return {0, ''}
-  end
-  r = redis.call('XRANGE', stream, after_cursor(cursor), last, 'COUNT', n)
-end
-
--- A stored message's tail starts "<len(id)>:<id>": comparing that much
--- matches the ID exactly.
-local needle = #id .. ':' .. id
 for _, e in ipairs(r) do
-  local m = entry_body(e[2])
-  local pos = string.match(m, '^1,%d+,%d+,%d+,()')
-  if pos and string.sub(m, pos, pos + #needle - 1) == needle then
+  if is_job(entry_body(e[2]), id) then
     if mode == 'ready' then
       redis.call('XDEL', stream, e[1])
       if redis.call('XLEN', stream) == 0 then

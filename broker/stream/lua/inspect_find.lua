@@ -22,26 +22,13 @@ local last = last_delivered(stream, group)
 if not last then
   return {0, now, ''}
 end
-local r
-if mode == 'ready' then
-  if cursor == '' then
-    cursor = last
-  end
-  r = redis.call('XRANGE', stream, after_cursor(cursor), '+', 'COUNT', n)
-else
-  if last == '0-0' then
-    return {0, now, ''}
-  end
-  r = redis.call('XRANGE', stream, after_cursor(cursor), last, 'COUNT', n)
+local r = stretch(stream, mode, cursor, last, n)
+if not r then
+  return {0, now, ''}
 end
-
--- A stored message's tail starts "<len(id)>:<id>": comparing that much
--- matches the ID exactly.
-local needle = #id .. ':' .. id
 for _, e in ipairs(r) do
   local m = entry_body(e[2])
-  local pos = string.match(m, '^1,%d+,%d+,%d+,()')
-  if pos and string.sub(m, pos, pos + #needle - 1) == needle then
+  if is_job(m, id) then
     if mode == 'ready' then
       return {1, now, e[1], '', -1, 0, m}
     end

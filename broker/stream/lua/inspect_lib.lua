@@ -52,3 +52,47 @@ local function after_cursor(cursor)
   end
   return '(' .. cursor
 end
+
+-- id_before reports whether entry ID a comes before entry ID b, compared
+-- as Redis orders them (by time, then sequence; neither has leading zeros).
+local function id_before(a, b)
+  local am, as = string.match(a, '^(%d+)-(%d+)$')
+  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
+  if #am ~= #bm then
+    return #am < #bm
+  end
+  if am ~= bm then
+    return am < bm
+  end
+  if #as ~= #bs then
+    return #as < #bs
+  end
+  return as < bs
+end
+
+-- stretch returns the next n entries of the stream's part for mode after
+-- cursor ("": from the part's start), last being the group's
+-- last-delivered ID. Ready ("ready"): the entries after last; a cursor
+-- consumers have read past since is moved up to last, as what they read is
+-- in flight now. In flight (anything else): the entries up to last; nil
+-- when none was ever delivered.
+local function stretch(stream, mode, cursor, last, n)
+  if mode == 'ready' then
+    if cursor == '' or id_before(cursor, last) then
+      cursor = last
+    end
+    return redis.call('XRANGE', stream, after_cursor(cursor), '+', 'COUNT', n)
+  end
+  if last == '0-0' then
+    return nil
+  end
+  return redis.call('XRANGE', stream, after_cursor(cursor), last, 'COUNT', n)
+end
+
+-- is_job reports whether stored message m is job id's: its tail starts
+-- "<len(id)>:<id>", and comparing that much matches the ID exactly.
+local function is_job(m, id)
+  local pos = string.match(m, '^1,%d+,%d+,%d+,()')
+  local needle = #id .. ':' .. id
+  return pos ~= nil and string.sub(m, pos, pos + #needle - 1) == needle
+end

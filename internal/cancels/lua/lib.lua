@@ -1,6 +1,6 @@
 -- lib.lua (internal/cancels): the marks of cancelled in-flight deliveries,
 -- shared by the list and stream drivers' scripts. It needs internal/timers'
--- lib.lua (bulk) in front of it.
+-- lib.lua (bulk, keep_recent) in front of it.
 --
 -- The marks are a ZSET <prefix>:{<queue>}:canceled, member -> when the
 -- cancel came (unix ms), one member per delivery: the list driver's
@@ -27,12 +27,7 @@ local CANCELED_MAX = 100000
 local function mark_canceled(key, ch, now, member, id)
   redis.call('PUBLISH', ch, member .. '\n' .. id)
   local added = redis.call('ZADD', key, 'NX', now, member)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - CANCELED_AGE)
-  local n = redis.call('ZCARD', key)
-  if n > CANCELED_MAX then
-    redis.call('ZREMRANGEBYRANK', key, 0, n - CANCELED_MAX - 1)
-  end
-  redis.call('PEXPIRE', key, CANCELED_AGE)
+  keep_recent(key, now, CANCELED_AGE, CANCELED_MAX)
   return added == 0
 end
 

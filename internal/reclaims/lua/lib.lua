@@ -1,6 +1,6 @@
 -- lib.lua (internal/reclaims): the record of reclaimed leases, shared by the
--- list and stream drivers' scripts. It needs internal/timers' lib.lua (bulk)
--- in front of it.
+-- list and stream drivers' scripts. It needs internal/timers' lib.lua (bulk,
+-- keep_recent) in front of it.
 --
 -- The record is a ZSET <prefix>:{<queue>}:reclaimed, member -> reclaim time
 -- (unix ms), one member per lease a reclaim took because it ran out: the
@@ -29,12 +29,7 @@ local function remember_reclaimed(rec, now, ms)
     a[#a + 1] = ms[i]
   end
   bulk('ZADD', rec, a)
-  redis.call('ZREMRANGEBYSCORE', rec, '-inf', now - RECLAIMED_AGE)
-  local n = redis.call('ZCARD', rec)
-  if n > RECLAIMED_MAX then
-    redis.call('ZREMRANGEBYRANK', rec, 0, n - RECLAIMED_MAX - 1)
-  end
-  redis.call('PEXPIRE', rec, RECLAIMED_AGE)
+  keep_recent(rec, now, RECLAIMED_AGE, RECLAIMED_MAX)
 end
 
 -- was_reclaimed reports whether the record rec holds m: a reclaim took that

@@ -46,6 +46,19 @@ local function stored_id(m, pos)
   return string.sub(m, ipos, ipos + tonumber(l) - 1)
 end
 
+-- keep_recent trims the ZSET key, scored by time (unix ms), to the
+-- members of the last age ms before now and to its newest max members, and
+-- lets it expire age ms from now (a record of recent events: reclaimed
+-- leases, cancelled deliveries).
+local function keep_recent(key, now, age, max)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - age)
+  local n = redis.call('ZCARD', key)
+  if n > max then
+    redis.call('ZREMRANGEBYRANK', key, 0, n - max - 1)
+  end
+  redis.call('PEXPIRE', key, age)
+end
+
 -- now_ms_up is the server's time in unix milliseconds rounded up: the
 -- base of a due time, which must not come before the sender's (see due).
 local function now_ms_up()

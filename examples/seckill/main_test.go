@@ -69,11 +69,14 @@ func checkStory(t *testing.T, rdb redis.UniversalClient, db database, prefix str
 	t.Helper()
 	var out bytes.Buffer
 	// alice, bob and erin pay within the window, carol's order times out.
-	// The window also covers dave's and the bots' requests while carol's
-	// order holds the last unit (they must find it sold out): 3s rather
-	// than the default 1s, as a fully loaded machine running the race
-	// detector took over 1s for them.
-	cfg := config{Redis: rdb, Out: &out, Prefix: prefix, PaymentWindow: 3 * time.Second}
+	// The window also covers dave's and the bots' 43 requests while
+	// carol's order holds the last unit (they must find it sold out). They
+	// take about 15 ms on an idle machine; during a full make test with the
+	// race detector on 2 cores, requests took 60 to 85 ms each (the time in
+	// the order IDs), so the 43 outlasted a 3s window in some runs. 10s
+	// leaves room for 200 ms a request; the window is waited out once, for
+	// carol.
+	cfg := config{Redis: rdb, Out: &out, Prefix: prefix, PaymentWindow: 10 * time.Second}
 	db.use(t, &cfg)
 	if _, err := run(testCtx(t, 60*time.Second), cfg); err != nil {
 		t.Fatalf("run: %v\noutput:\n%s", err, out.String())

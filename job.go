@@ -68,7 +68,7 @@ func (noSettler) Extend(context.Context, *broker.Delivery, time.Duration) error 
 
 // ConsumerGroup names the consumer group whose lease the job runs under,
 // for drivers with groups (the stream driver); empty otherwise.
-func (j *Job) ConsumerGroup() string { return j.delivery.Group }
+func (j *Job) ConsumerGroup() string { return j.delivery.ConsumerGroup }
 
 // Settled reports whether the job was acked, retried or discarded.
 func (j *Job) Settled() bool { return j.state.Load() == settled }

@@ -58,6 +58,18 @@ type EnqueueOptions struct {
 	// the pool's worker.Config.Records. 0: the pool's setting; at least 1ms
 	// otherwise.
 	Record time.Duration
+	// Group puts the job in a FIFO group of its queue: a business key such
+	// as an order ID or a tenant. Jobs of one group run GroupLimit at a
+	// time (one by default), in enqueue order, across every process; a
+	// retry or a crash keeps a job's place, and the group's next job starts
+	// when it is acked, discarded or cancelled. Groups take turns with each
+	// other. A grouped job cannot be delayed, and its ID must be unique
+	// among the queue's grouped jobs (ErrDuplicate). docs/ordering.md.
+	Group string
+	// GroupLimit is how many jobs of Group may run (or wait for a retry)
+	// at once: 0 or 1 for one at a time, in order; at most
+	// broker.MaxGroupLimit. The group takes the limit of its latest job.
+	GroupLimit int
 }
 
 // Request is one job of an EnqueueMany call.
@@ -143,7 +155,7 @@ func (c *Client) message(r Request, now time.Time) (*broker.Message, error) {
 	m := &broker.Message{
 		ID: o.ID, Kind: r.Kind, Queue: o.Queue, Payload: payload, Headers: copyHeaders(o.Headers),
 		MaxAttempts: o.MaxAttempts, Timeout: o.Timeout, EnqueuedAt: now,
-		UniqueKey: o.UniqueKey, UniqueTTL: o.UniqueFor,
+		UniqueKey: o.UniqueKey, UniqueTTL: o.UniqueFor, Group: o.Group, GroupLimit: o.GroupLimit,
 	}
 	switch {
 	case o.VisibilityTimeout < 0:

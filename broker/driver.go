@@ -44,6 +44,10 @@ type Capabilities struct {
 	// record of the finished job, atomically with the settle (the driver
 	// implements Records; see FinishRecord).
 	Records bool
+	// Groups: Message.Group is honoured (FIFO groups with a limit,
+	// fleet-wide). A driver without it refuses a message with a Group
+	// (ErrUnsupported) rather than run it out of order.
+	Groups bool
 }
 
 // ConsumerOptions configure one Consumer. The zero value is valid.

@@ -93,7 +93,7 @@ type DuplicateError struct {
 	// ID is the refused message's ID; empty when a conveyor.Client
 	// generated it (the caller never saw it; Message holds it).
 	ID  string
-	Key string // the unique key it asked for; empty for a duplicate timer
+	Key string // the unique key it asked for; empty for a duplicate timer or grouped job ID
 	// Message is the refused message, the very pointer given to Enqueue,
 	// so that a caller who sent several messages with one ID can tell which
 	// was refused.
@@ -106,6 +106,10 @@ func (e *DuplicateError) Error() string {
 		return fmt.Sprintf("conveyor: message refused: queue %q has a message holding unique key %q", e.Queue, e.Key)
 	case e.Key != "":
 		return fmt.Sprintf("conveyor: message %q refused: queue %q has a message holding unique key %q", e.ID, e.Queue, e.Key)
+	case e.Message != nil && e.Message.Group != "" && e.Message.RunAt.IsZero() && e.ID == "":
+		return fmt.Sprintf("conveyor: message refused: queue %q already has a grouped job with its ID", e.Queue)
+	case e.Message != nil && e.Message.Group != "" && e.Message.RunAt.IsZero():
+		return fmt.Sprintf("conveyor: queue %q already has a grouped job %q", e.Queue, e.ID)
 	case e.ID == "":
 		return fmt.Sprintf("conveyor: message refused: queue %q already has a pending timer with its ID", e.Queue)
 	}

@@ -41,7 +41,26 @@ type Message struct {
 	// UniqueTTL is how long UniqueKey is held; it must be positive when
 	// UniqueKey is set.
 	UniqueTTL time.Duration
+	// Group, when set, puts the message in a FIFO group of its queue (a
+	// business key: an order ID, a tenant): at most GroupLimit messages of
+	// one group are admitted at once (ready, in flight or waiting for a
+	// retry), fleet-wide, and the others wait in enqueue order. A message
+	// is admitted until it is acked or discarded (or cancelled, or
+	// discarded as poison): retries and crash recoveries keep its place.
+	// Only drivers with Capabilities.Groups accept it. Stored with the
+	// message, in the header HeaderGroup.
+	Group string
+	// GroupLimit is how many messages of Group may be admitted at once;
+	// 0 means 1 (one at a time, in order). Enqueue-side only: the group
+	// takes the limit of its latest message.
+	GroupLimit int
 }
+
+// HeaderGroup is the header that stores a message's Group.
+const HeaderGroup = "conveyor-group"
+
+// MaxGroupLimit caps Message.GroupLimit.
+const MaxGroupLimit = 10000
 
 // Attempt is the number of the handler run the message is on, from 1:
 // Retries+1. It is the number logs, spans and discard records call
@@ -65,9 +84,10 @@ type Delivery struct {
 	// server's deadline, whatever the skew between the machines' wall
 	// clocks. Zero for drivers without leases.
 	LeaseDeadline time.Time
-	// Group names the consumer group that holds the lease, for drivers that
-	// have groups (the stream driver); empty otherwise.
-	Group string
+	// ConsumerGroup names the consumer group that holds the lease, for
+	// drivers that have consumer groups (the stream driver); empty
+	// otherwise.
+	ConsumerGroup string
 	// LastChance is set on a delivery whose next lease expiry would make
 	// it poison (its Recoveries are one short of the driver's
 	// MaxRecoveries, see IsLastChance): the driver leased it alone, and a

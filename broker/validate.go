@@ -44,6 +44,19 @@ func ValidateMessage(m *Message) error {
 			return &MessageError{ID: m.ID, Field: "UniqueTTL", Reason: "under 1ms with a UniqueKey"}
 		}
 	}
+	if m.Group != "" {
+		if reason := checkName(m.Group); reason != "" {
+			return &MessageError{ID: m.ID, Field: "Group", Reason: reason}
+		}
+		if m.GroupLimit < 0 || m.GroupLimit > MaxGroupLimit {
+			return &MessageError{ID: m.ID, Field: "GroupLimit", Reason: fmt.Sprintf("%d, want 0 to %d", m.GroupLimit, MaxGroupLimit)}
+		}
+		if !m.RunAt.IsZero() && m.RunAt.After(time.Now()) {
+			return &MessageError{ID: m.ID, Field: "Group", Reason: "a grouped message cannot be delayed: enqueue it when it is due"}
+		}
+	} else if m.GroupLimit != 0 {
+		return &MessageError{ID: m.ID, Field: "GroupLimit", Reason: "set without a Group"}
+	}
 	return nil
 }
 

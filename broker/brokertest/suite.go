@@ -102,6 +102,12 @@ var tests = []test{
 	{"CancelJob", cancels, "Cancel, AtLeastOnce, Delay and Extend", testCancelJob},
 	{"CancelJobWatchEnds", cancels, "Cancel, AtLeastOnce, Delay and Extend", testCancelJobWatchEnds},
 	{"Records", keepsRecords, "Records, AtLeastOnce and Discard", testRecords},
+	{"GroupOrder", groups, "Groups, AtLeastOnce, Delay and Discard", testGroupOrder},
+	{"GroupLimit", groups, "Groups, AtLeastOnce, Delay and Discard", testGroupLimit},
+	{"GroupFairness", groups, "Groups, AtLeastOnce, Delay and Discard", testGroupFairness},
+	{"GroupDuplicateID", groups, "Groups, AtLeastOnce, Delay and Discard", testGroupDuplicateID},
+	{"GroupCancel", groups, "Groups, AtLeastOnce, Delay and Discard", testGroupCancel},
+	{"GroupPurge", groups, "Groups, AtLeastOnce, Delay and Discard", testGroupPurge},
 }
 
 // Run runs the conformance suite on the drivers f builds, as parallel

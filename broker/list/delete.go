@@ -29,7 +29,7 @@ func (d *Driver) deleter() *inspect.Deleter {
 			k := d.keys(q)
 			return []string{k.ready, k.lease, k.inflight, k.delayed, k.timers.Timers, k.dead, k.dropped, k.expired,
 				k.stats, k.reclaimed, k.wake, k.paused, k.keeper, k.heir, k.heir + ":baton", k.canceled,
-				k.records.Done, k.records.At, k.records.Counts}, nil
+				k.records.Done, k.records.At, k.records.Counts, k.groups.Jobs, k.groups.State, k.groups.Wait, k.groups.Msgs}, nil
 		},
 		Forget: d.reg.Forget,
 	}

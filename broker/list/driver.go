@@ -15,6 +15,7 @@ import (
 	"github.com/conveyorq/conveyor/internal/cancels"
 	"github.com/conveyorq/conveyor/internal/discards"
 	"github.com/conveyorq/conveyor/internal/inspect"
+	"github.com/conveyorq/conveyor/internal/groups"
 	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/internal/pause"
 	"github.com/conveyorq/conveyor/internal/records"
@@ -70,7 +71,7 @@ func New(client redis.UniversalClient, cfg *Config) (*Driver, error) {
 
 // Capabilities reports what the list driver promises.
 func (d *Driver) Capabilities() broker.Capabilities {
-	return broker.Capabilities{AtLeastOnce: true, FIFO: true, Delay: true, Extend: true, Discard: true, Pause: true, Keep: true, Cancel: true, Records: true}
+	return broker.Capabilities{AtLeastOnce: true, FIFO: true, Delay: true, Extend: true, Discard: true, Pause: true, Keep: true, Cancel: true, Records: true, Groups: true}
 }
 
 // Open returns a consumer of queue. Its only I/O is adding queue to the
@@ -111,6 +112,7 @@ type queueKeys struct {
 	timers                                                                                                                   timers.Keys
 	discards                                                                                                                 discards.Keys
 	records                                                                                                                  records.Keys
+	groups                                                                                                                   groups.Keys
 	promoteTo                                                                                                                timers.Target
 
 	enqueue, fetch, ack, ackRecord, retry, release, discard, extend, reap, cancel []string
@@ -134,19 +136,21 @@ func newQueueKeys(prefix, queue string) *queueKeys {
 		timers:    timers.QueueKeys(prefix, queue),
 		discards:  discards.QueueKeys(prefix, queue),
 		records:   records.QueueKeys(prefix, queue),
+		groups:    groups.QueueKeys(prefix, queue),
 	}
+	g := k.groups.List()
 	k.dead, k.dropped, k.expired = k.discards.Dead, k.discards.Dropped, k.discards.Expired
 	k.delayed = k.timers.Delayed
 	k.promoteTo = timers.Target{Key: k.ready, Wake: k.wake}
-	k.enqueue = []string{k.ready, k.delayed, k.lease, k.timers.Timers, k.wake}
-	k.fetch = []string{k.ready, k.lease, k.inflight, k.dead, k.dropped, k.expired, k.reclaimed, k.wake, k.canceled}
+	k.enqueue = slices.Concat([]string{k.ready, k.delayed, k.lease, k.timers.Timers, k.wake}, g)
+	k.fetch = slices.Concat([]string{k.ready, k.lease, k.inflight, k.dead, k.dropped, k.expired, k.reclaimed, k.wake, k.canceled}, g)
 	k.ack = []string{k.lease, k.inflight, k.stats, k.reclaimed}
-	k.retry = []string{k.ready, k.lease, k.inflight, k.delayed, k.timers.Timers, k.stats, k.reclaimed, k.wake, k.canceled}
-	k.release = []string{k.ready, k.lease, k.inflight, k.reclaimed, k.wake, k.canceled}
-	k.ackRecord = append(slices.Clip(k.ack), k.records.List()...)
-	k.discard = append([]string{k.lease, k.inflight, k.dead, k.dropped, k.expired, k.stats, k.reclaimed}, k.records.List()...)
+	k.retry = slices.Concat([]string{k.ready, k.lease, k.inflight, k.delayed, k.timers.Timers, k.stats, k.reclaimed, k.wake, k.canceled}, g)
+	k.release = slices.Concat([]string{k.ready, k.lease, k.inflight, k.reclaimed, k.wake, k.canceled}, g)
+	k.ackRecord = slices.Concat(k.ack, k.records.List(), []string{k.ready, k.wake}, g)
+	k.discard = slices.Concat([]string{k.lease, k.inflight, k.dead, k.dropped, k.expired, k.stats, k.reclaimed}, k.records.List(), []string{k.ready, k.wake}, g)
 	k.extend = []string{k.lease, k.canceled}
-	k.reap = []string{k.ready, k.lease, k.inflight, k.dead, k.dropped, k.expired, k.reclaimed, k.wake, k.canceled}
-	k.cancel = []string{k.ready, k.inflight, k.canceled, k.wake}
+	k.reap = slices.Concat([]string{k.ready, k.lease, k.inflight, k.dead, k.dropped, k.expired, k.reclaimed, k.wake, k.canceled}, g)
+	k.cancel = slices.Concat([]string{k.ready, k.inflight, k.canceled, k.wake}, g)
 	return k
 }

@@ -116,15 +116,17 @@ func (d *Driver) enqueueMany(ctx context.Context, msgs []*broker.Message, now ti
 }
 
 // enqueueCall builds enqueue.lua's KEYS and ARGV for msgs of one queue:
-// the cap, then five items per message (internal/timers.EnqueueArgs).
+// the cap and the stride, then five items per message, or seven when some
+// message has a group (internal/timers.EnqueueArgs).
 func (d *Driver) enqueueCall(msgs []*broker.Message, now time.Time) ([]string, []any) {
 	k := d.keys(msgs[0].Queue)
-	args := make([]any, 1, 1+5*len(msgs))
-	args[0] = d.cfg.MaxLen
+	stride := timers.Stride(msgs)
+	args := make([]any, 2, 2+stride*len(msgs))
+	args[0], args[1] = d.cfg.MaxLen, stride
 	// The full slice expression makes an appended unique key copy the
 	// cached KEYS rather than write into them.
 	keys := k.enqueue[:len(k.enqueue):len(k.enqueue)]
-	return timers.EnqueueArgs(k.timers, keys, args, msgs, func(m *broker.Message) []byte { return stored(m, now) })
+	return timers.EnqueueArgs(k.timers, keys, args, msgs, stride, func(m *broker.Message) []byte { return stored(m, now) })
 }
 
 // values returns the stored form of each message, for LPUSH.

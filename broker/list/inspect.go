@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -39,7 +40,7 @@ var (
 	inspectSizesScript = script.New("list.inspect_sizes", inspectSizesLua, timers.Lib+discards.Lib+inspect.Lib)
 	inspectPageScript  = script.New("list.inspect_page", inspectPageLua)
 	inspectFindScript  = script.New("list.inspect_find", inspectFindLua)
-	inspectPurgeScript = script.New("list.inspect_purge", inspectPurgeLua)
+	inspectPurgeScript = script.New("list.inspect_purge", inspectPurgeLua, lib)
 )
 
 // inspector returns internal/inspect's Inspector on the driver's keys.
@@ -115,7 +116,8 @@ func (d *Driver) inspectFind(ctx context.Context, queue string, state broker.Job
 
 // inspectPurge is one inspect_purge.lua call.
 func (d *Driver) inspectPurge(ctx context.Context, queue string, n int) (int64, int64, error) {
-	v, err := inspectPurgeScript.Run(ctx, d.client, []string{d.keys(queue).ready}, n)
+	k := d.keys(queue)
+	v, err := inspectPurgeScript.Run(ctx, d.client, slices.Concat([]string{k.ready, k.wake}, k.groups.List()), n)
 	if err != nil {
 		return 0, 0, err
 	}

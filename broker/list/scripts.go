@@ -5,6 +5,7 @@ import (
 
 	"github.com/conveyorq/conveyor/internal/cancels"
 	"github.com/conveyorq/conveyor/internal/discards"
+	"github.com/conveyorq/conveyor/internal/groups"
 	"github.com/conveyorq/conveyor/internal/reclaims"
 	"github.com/conveyorq/conveyor/internal/records"
 	"github.com/conveyorq/conveyor/internal/script"
@@ -44,8 +45,8 @@ var (
 // internal/discards' (discard records and their retention),
 // internal/reclaims' (the record of reclaimed leases), internal/cancels'
 // (the marks of cancelled deliveries), internal/records' (records of
-// finished jobs), then the driver's own.
-var lib = timers.Lib + discards.Lib + reclaims.Lib + cancels.Lib + records.Lib + libLua
+// finished jobs), internal/groups' (FIFO groups), then the driver's own.
+var lib = timers.Lib + discards.Lib + reclaims.Lib + cancels.Lib + records.Lib + groups.Lib + libLua
 
 // The scripts are immutable after init; sharing them between drivers lets
 // every driver reuse the SHA the server already has.

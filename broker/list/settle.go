@@ -28,25 +28,27 @@ import (
 // broker.ErrLeaseLost; the others are acked all the same.
 //
 // A delivery whose Finish is set gets its record of the finished job
-// (broker.Records) in the same script call: such a batch runs
-// ack_record.lua instead, with each delivery's record in its arguments.
+// (broker.Records) in the same script call, and one of a group
+// (Message.Group) lets the next job of its group in: such a batch runs
+// ack_record.lua instead, with each delivery's record and group flag in
+// its arguments.
 func (c *consumer) Ack(ctx context.Context, ds ...*broker.Delivery) error {
-	if !slices.ContainsFunc(ds, func(d *broker.Delivery) bool { return d != nil && d.Finish != nil }) {
+	if !slices.ContainsFunc(ds, func(d *broker.Delivery) bool { return d != nil && (d.Finish != nil || d.Message.Group != "") }) {
 		_, err := c.settleBatch(ctx, "ack", ackScript, c.k.ack, nil, false, ds)
 		return err
 	}
 	return c.ackRecorded(ctx, ds)
 }
 
-// ackRecorded is Ack of a batch in which some deliveries ask for a record:
-// ack_record.lua, maxSettle deliveries per call.
+// ackRecorded is Ack of a batch in which some deliveries ask for a record
+// or belong to a group: ack_record.lua, maxSettle deliveries per call.
 func (c *consumer) ackRecorded(ctx context.Context, ds []*broker.Delivery) error {
 	var errs *multierror.Error
 	fail := func(d *broker.Delivery, err error) {
 		errs = multierror.Append(errs, &broker.DeliveryError{Delivery: d, Err: fmt.Errorf("list: ack: %w", err)})
 	}
 	sent := make([]*broker.Delivery, 0, len(ds))
-	recs := make([]any, 0, 3*len(ds))
+	recs := make([]any, 0, 4*len(ds))
 	for _, d := range ds {
 		err := c.checkDelivery(d)
 		var keep int64
@@ -59,16 +61,20 @@ func (c *consumer) ackRecorded(ctx context.Context, ds []*broker.Delivery) error
 			continue
 		}
 		sent = append(sent, d)
-		recs = append(recs, d.ID, keep, data)
+		grouped := 0
+		if d.Message.Group != "" {
+			grouped = 1
+		}
+		recs = append(recs, d.ID, keep, data, grouped)
 	}
 	for start := 0; start < len(sent); start += maxSettle {
 		call := sent[start:min(start+maxSettle, len(sent))]
-		args := make([]any, 0, 2+4*len(call))
+		args := make([]any, 0, 2+5*len(call))
 		args = append(args, len(call), c.d.cfg.RecordMax)
 		for _, d := range call {
 			args = append(args, d.Receipt)
 		}
-		args = append(args, recs[3*start:3*(start+len(call))]...)
+		args = append(args, recs[4*start:4*(start+len(call))]...)
 		if _, err := c.settleCall(ctx, ackRecordScript, c.k.ackRecord, false, args, call, fail); err != nil {
 			return fmt.Errorf("list: ack: %w", err)
 		}

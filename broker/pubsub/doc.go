@@ -8,7 +8,8 @@
 // subscriber reconnects, when it arrives beyond a slow subscriber's buffer
 // (Config.Buffer), or when the process holding it dies. Accordingly the
 // driver has no leases, retries, delays or discard queue: Ack and Release do
-// nothing, and Retry, Discard, Extend and a future Message.RunAt return
+// nothing, and Retry, Discard, Extend, a future Message.RunAt and a
+// Message.Group (nothing could hold a group's line) return
 // broker.ErrUnsupported. For jobs use broker/list or broker/stream.
 //
 // Each queue is one channel, <prefix>:{<queue>}:ch. On a Redis Cluster the

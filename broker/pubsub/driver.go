@@ -76,6 +76,9 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 		if m.UniqueKey != "" {
 			return fmt.Errorf("pubsub: enqueue %s: UniqueKey: %w", m.ID, broker.ErrUnsupported)
 		}
+		if m.Group != "" {
+			return fmt.Errorf("pubsub: enqueue %s: Group: %w", m.ID, broker.ErrUnsupported)
+		}
 	}
 	if len(msgs) == 1 {
 		if err := d.publish(ctx, d.rdb, msgs[0], now).Err(); err != nil {

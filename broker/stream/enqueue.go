@@ -37,6 +37,11 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 	if err != nil {
 		return fmt.Errorf("stream: enqueue: %w", err)
 	}
+	for _, m := range msgs {
+		if m.Group != "" {
+			return fmt.Errorf("stream: enqueue %s: Group: %w", m.ID, broker.ErrUnsupported)
+		}
+	}
 	var add *registry.Pending
 	if single {
 		// The queue joins the registry on its first enqueue by this driver,
@@ -143,7 +148,8 @@ func (d *Driver) enqueueCall(msgs []*broker.Message) ([]string, []any) {
 		}
 		return ks, args
 	}
-	args := make([]any, 0, 3+5*len(msgs))
-	args = append(args, d.cfg.Group, maxLen, "5")
-	return timers.EnqueueArgs(t, ks, args, msgs, encode)
+	stride := timers.Stride(msgs)
+	args := make([]any, 0, 3+stride*len(msgs))
+	args = append(args, d.cfg.Group, maxLen, stride)
+	return timers.EnqueueArgs(t, ks, args, msgs, stride, encode)
 }

@@ -183,8 +183,8 @@ func TestAppScriptJobIsFetchedRetriedAcked(t *testing.T) {
 	}
 	d := brokertest.FetchOne(t, c, 5*time.Second)
 	sameMessage(t, &d.Message, m1)
-	if d.Retries != 0 || d.Recoveries != 0 || d.Group != "conveyor" {
-		t.Fatalf("first delivery: attempt %d recoveries %d group %q", d.Retries, d.Recoveries, d.Group)
+	if d.Retries != 0 || d.Recoveries != 0 || d.ConsumerGroup != "conveyor" {
+		t.Fatalf("first delivery: attempt %d recoveries %d group %q", d.Retries, d.Recoveries, d.ConsumerGroup)
 	}
 	at := time.Now().Add(300 * time.Millisecond)
 	if err := c.Retry(ctx, d, at); err != nil {
@@ -249,8 +249,8 @@ func TestAppScriptJobIsRecoveredAndDiscarded(t *testing.T) {
 	m := externalMsg(q, "crash-1")
 	e.addFromApp(m)
 	d0 := brokertest.FetchOne(t, dead, 5*time.Second)
-	if d0.Group != "shop" {
-		t.Fatalf("delivered under group %q, want shop", d0.Group)
+	if d0.ConsumerGroup != "shop" {
+		t.Fatalf("delivered under group %q, want shop", d0.ConsumerGroup)
 	}
 	// The first consumer never settles: its lease runs out and another
 	// consumer of the group takes the job over.

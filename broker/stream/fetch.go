@@ -395,7 +395,7 @@ func (c *consumer) decode(ctx context.Context, d *broker.Delivery, id string, co
 	d.Receipt = id
 	d.Token = token(id, count)
 	d.LeaseDeadline = deadline
-	d.Group = c.d.cfg.Group
+	d.ConsumerGroup = c.d.cfg.Group
 	d.Queue = c.queue
 	if _, err := codec.DecodeString(body, &d.Message); err != nil {
 		c.d.cfg.Logger.LogAttrs(ctx, slog.LevelError, "stream: undecodable message discarded",

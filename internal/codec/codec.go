@@ -84,10 +84,25 @@ func appendBody(b []byte, m *broker.Message) []byte {
 	b = binary.AppendVarint(b, enq)
 	b = binary.AppendUvarint(b, uint64(m.MaxAttempts))
 	b = binary.AppendUvarint(b, uint64(m.Timeout/time.Millisecond))
-	b = binary.AppendUvarint(b, uint64(len(m.Headers)))
+	// A Group travels as the header broker.HeaderGroup (which it wins
+	// over), so that whoever decodes the message knows its group.
+	n := len(m.Headers)
+	if m.Group != "" {
+		if _, ok := m.Headers[broker.HeaderGroup]; !ok {
+			n++
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(n))
 	for k, v := range m.Headers {
+		if k == broker.HeaderGroup && m.Group != "" {
+			continue
+		}
 		b = appendBytes(b, k)
 		b = appendBytes(b, v)
+	}
+	if m.Group != "" {
+		b = appendBytes(b, broker.HeaderGroup)
+		b = appendBytes(b, m.Group)
 	}
 	return b
 }
@@ -139,13 +154,14 @@ func Decode(data []byte, m *broker.Message) (deliveries int, err error) {
 	if nh > uint64(len(r.b)) { // each header takes at least two bytes
 		return 0, fmt.Errorf("%w: header count %d", ErrMalformed, nh)
 	}
-	m.Headers = nil
+	m.Headers, m.Group = nil, ""
 	if nh > 0 {
 		m.Headers = make(map[string]string, nh)
 		for i := uint64(0); i < nh; i++ {
 			k := string(r.bytes())
 			m.Headers[k] = string(r.bytes())
 		}
+		m.Group = m.Headers[broker.HeaderGroup]
 	}
 	if r.err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrMalformed, r.err)

@@ -166,9 +166,9 @@ func (x *Inspector) PurgeDelayed(ctx context.Context, queue string, max int) (in
 	if err := checkPurge(op, queue, max); err != nil {
 		return 0, err
 	}
-	k := x.timerKeys(queue)
+	k, to := x.Timers.Keys(queue)
 	n, err := purge(ctx, max, func(ctx context.Context, n int) (int64, int64, error) {
-		return timers.PurgeStep(ctx, x.Client, k, n)
+		return timers.PurgeStep(ctx, x.Client, k, to, n)
 	})
 	return n, wrap(op, err)
 }

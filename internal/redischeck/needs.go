@@ -2,6 +2,7 @@ package redischeck
 
 import (
 	"github.com/conveyorq/conveyor/internal/discards"
+	"github.com/conveyorq/conveyor/internal/groups"
 	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/internal/registry"
 	"github.com/conveyorq/conveyor/internal/timers"
@@ -13,14 +14,30 @@ import (
 // decides by time), the commands of internal/timers' scripts (timers,
 // unique keys, cron records, the promoters' wake-up channel),
 // internal/discards' (the discard list and its counters) and
-// internal/inspect's (the stats counters), and the queue registry. Each
+// internal/inspect's (the stats counters), internal/groups' (FIFO
+// groups), and the queue registry. Each
 // driver adds the commands of its ready structure.
 func Durable(prefix string) []Need {
 	q := keys.Queue(prefix, ProbeQueue)
 	t := timers.QueueKeys(prefix, ProbeQueue)
 	d := discards.QueueKeys(prefix, ProbeQueue)
+	g := groups.QueueKeys(prefix, ProbeQueue)
 	stats, reg, unique := q.Part("stats"), registry.Key(prefix), t.Unique("u")
 	return []Need{
+		Key(g.Jobs, "HMGET", g.Jobs, "f"),
+		Key(g.Jobs, "HSET", g.Jobs, "f", "v"),
+		Key(g.Jobs, "HEXISTS", g.Jobs, "f"),
+		Key(g.Jobs, "HDEL", g.Jobs, "f"),
+		Key(g.Jobs, "EXISTS", g.Jobs),
+		Key(g.State, "HGET", g.State, "f"),
+		Key(g.State, "HSET", g.State, "f", "v"),
+		Key(g.State, "HDEL", g.State, "f"),
+		Key(g.Wait, "ZADD", g.Wait, "0", "m"),
+		Key(g.Wait, "ZRANGEBYLEX", g.Wait, "-", "+"),
+		Key(g.Wait, "ZREM", g.Wait, "m"),
+		Key(g.Msgs, "HMGET", g.Msgs, "f"),
+		Key(g.Msgs, "HSET", g.Msgs, "f", "v"),
+		Key(g.Msgs, "HDEL", g.Msgs, "f"),
 		Command("PING"),
 		Command("TIME"),
 		Key(q.Part("ready"), "EVALSHA", "0", "1", q.Part("ready")),

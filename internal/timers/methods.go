@@ -55,11 +55,11 @@ func (x *Methods) Promote(ctx context.Context, queue string, max int) (broker.Pr
 // Cancel removes the pending timer id of queue and reports whether it was
 // pending.
 func (x *Methods) Cancel(ctx context.Context, queue, id string) (bool, error) {
-	k, _, err := x.keys(queue)
+	k, t, err := x.keys(queue)
 	if err != nil {
 		return false, err
 	}
-	ok, err := Cancel(ctx, x.Client, k, id)
+	ok, err := Cancel(ctx, x.Client, k, t, id)
 	return ok, x.wrap(err)
 }
 

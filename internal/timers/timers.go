@@ -20,6 +20,7 @@ import (
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/codec"
+	"github.com/conveyorq/conveyor/internal/groups"
 	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/internal/redissub"
 	"github.com/conveyorq/conveyor/internal/script"
@@ -44,7 +45,7 @@ var (
 	fireLua string
 
 	promoteScript    = script.New("timers.promote", promoteLua, Lib)
-	cancelScript     = script.New("timers.cancel", cancelLua)
+	cancelScript     = script.New("timers.cancel", cancelLua, Lib+groups.Lib)
 	rescheduleScript = script.New("timers.reschedule", rescheduleLua, Lib)
 	pendingScript    = script.New("timers.pending", pendingLua)
 	fireScript       = script.New("timers.fire", fireLua, Lib)
@@ -136,6 +137,18 @@ func Score(t time.Time) int64 {
 	return ms
 }
 
+// ending returns the KEYS of a script that removes timers and lets the
+// next jobs of their groups in (cancel.lua, purge.lua): the timer keys,
+// the queue's group keys, then to's keys; and to's mode, "list" or
+// "stream".
+func (k Keys) ending(to Target) ([]string, string) {
+	mode := "list"
+	if to.Stream {
+		mode = "stream"
+	}
+	return to.Keys(append([]string{k.Delayed, k.Timers}, groups.QueueKeys(k.prefix, k.Queue).List()...)...), mode
+}
+
 // Promote runs promote.lua once.
 func Promote(ctx context.Context, rdb script.Processor, k Keys, to Target, max int) (broker.Promotion, error) {
 	if max < 1 {
@@ -163,12 +176,14 @@ func Promote(ctx context.Context, rdb script.Processor, k Keys, to Target, max i
 	return p, nil
 }
 
-// Cancel runs cancel.lua.
-func Cancel(ctx context.Context, rdb script.Processor, k Keys, id string) (bool, error) {
+// Cancel runs cancel.lua: to is where the next job of a group goes when
+// the timer was a grouped job's retry.
+func Cancel(ctx context.Context, rdb script.Processor, k Keys, to Target, id string) (bool, error) {
 	if err := validID(id); err != nil {
 		return false, err
 	}
-	v, err := cancelScript.Run(ctx, rdb, []string{k.Delayed, k.Timers}, id)
+	ks, mode := k.ending(to)
+	v, err := cancelScript.Run(ctx, rdb, ks, id, mode, to.Group)
 	if err != nil {
 		return false, fmt.Errorf("cancel %q in %q: %w", id, k.Queue, err)
 	}
@@ -297,12 +312,14 @@ func Watch(ctx context.Context, rdb redis.UniversalClient, k Keys) (<-chan struc
 	return out, nil
 }
 
-// EnqueueArgs appends to args, for each message of one queue, the five
-// ARGV items the drivers' enqueue.lua read: the wait until its run-at (see
-// In; 0: now), the
-// ID, the stored form, the position in KEYS of its unique key (0: none) and
-// the unique key's TTL in ms. It returns keys with the unique keys appended.
-func EnqueueArgs(k Keys, keys []string, args []any, msgs []*broker.Message, stored func(*broker.Message) []byte) ([]string, []any) {
+// EnqueueArgs appends to args, for each message of one queue, the
+// ARGV items the drivers' enqueue.lua read (enqueue_each in lua/lib.lua):
+// the wait until its run-at (see In; 0: now), the ID, the stored form, the
+// position in KEYS of its unique key (0: none) and the unique key's TTL in
+// ms; then, when stride is 7 (Stride: some message has a Group), its group
+// ("" for none) and the group's limit. It returns keys with the unique keys
+// appended.
+func EnqueueArgs(k Keys, keys []string, args []any, msgs []*broker.Message, stride int, stored func(*broker.Message) []byte) ([]string, []any) {
 	for _, m := range msgs {
 		u, ttl := 0, int64(0)
 		if m.UniqueKey != "" {
@@ -310,15 +327,35 @@ func EnqueueArgs(k Keys, keys []string, args []any, msgs []*broker.Message, stor
 			u, ttl = len(keys), max(m.UniqueTTL.Milliseconds(), 1)
 		}
 		args = append(args, In(m.RunAt), m.ID, stored(m), u, ttl)
+		if stride == GroupedStride {
+			args = append(args, m.Group, max(m.GroupLimit, 1))
+		}
 	}
 	return keys, args
 }
 
+// The strides of EnqueueArgs: items per message without groups and with.
+const (
+	PlainStride   = 5
+	GroupedStride = 7
+)
+
+// Stride returns GroupedStride when some message of msgs has a Group,
+// else PlainStride.
+func Stride(msgs []*broker.Message) int {
+	for _, m := range msgs {
+		if m.Group != "" {
+			return GroupedStride
+		}
+	}
+	return PlainStride
+}
+
 // Plain reports whether msgs can be stored without a script: none is
-// delayed or asks for a unique key.
+// delayed, asks for a unique key or has a group.
 func Plain(msgs []*broker.Message) bool {
 	for _, m := range msgs {
-		if !m.RunAt.IsZero() || m.UniqueKey != "" {
+		if !m.RunAt.IsZero() || m.UniqueKey != "" || m.Group != "" {
 			return false
 		}
 	}

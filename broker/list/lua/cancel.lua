@@ -16,6 +16,9 @@
 -- KEYS[2] <prefix>:{<queue>}:inflight  HASH receipt -> stored message
 -- KEYS[3] <prefix>:{<queue>}:canceled  ZSET receipt of a cancelled delivery, score = when (unix ms)
 -- KEYS[4] <prefix>:{<queue>}:wake      ZSET wake signal, deleted when ready empties
+-- KEYS[5..8] the queue's group keys (internal/groups): a job waiting in its
+--   group's line is removed from there (looked up first, in the first ready
+--   stretch); a grouped job removed from ready lets the next one in
 -- ARGV[1] "ready" or "in_flight"
 -- ARGV[2] job ID
 -- ARGV[3] cursor: a position in ready, an HSCAN cursor in flight ("0" to start)
@@ -32,12 +35,20 @@ local id, n = ARGV[2], tonumber(ARGV[4])
 local needle = #id .. ':' .. id
 
 if ARGV[1] == 'ready' then
+  local G = group_keys(5)
+  local grouped = redis.call('EXISTS', G.jobs) == 1
   local off = tonumber(ARGV[3])
+  if off == 0 and grouped and group_unwait(G, id) then
+    return {1, ''}
+  end
   local vs = redis.call('LRANGE', KEYS[1], off, off + n - 1)
   for i = 1, #vs do
     local pos = string.match(vs[i], '^1,%d+,%d+,%d+,()')
     if pos and string.sub(vs[i], pos, pos + #needle - 1) == needle then
       redis.call('LREM', KEYS[1], 1, vs[i])
+      if grouped then
+        group_release(G, {id}, push_back(KEYS[1], KEYS[4]))
+      end
       if redis.call('LLEN', KEYS[1]) == 0 then
         redis.call('DEL', KEYS[4])
       end

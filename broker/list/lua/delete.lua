@@ -25,13 +25,15 @@
 -- KEYS[17] <prefix>:{<queue>}:done                 HASH records of finished jobs (internal/records)
 -- KEYS[18] <prefix>:{<queue>}:done_at              ZSET their retention index
 -- KEYS[19] <prefix>:{<queue>}:done_counts          HASH what retention dropped
+-- KEYS[20..23] the queue's group keys (internal/groups): group_jobs, groups,
+--          group_wait (whose jobs count as ready here), group_msgs
 -- ARGV[1]  "1": delete even while jobs are in flight; else refuse then
 -- Reply: {1 deleted or 0 refused (jobs in flight; nothing deleted), ready,
 -- in flight, delayed, discarded, keys deleted}.
--- Bounded: O(1) reads and one DEL of 19 keys, which frees every job of the
+-- Bounded: O(1) reads and one DEL of 23 keys, which frees every job of the
 -- queue: O(jobs held), the one cost of a delete that grows with the queue.
 
-local ready = redis.call('LLEN', KEYS[1])
+local ready = redis.call('LLEN', KEYS[1]) + redis.call('ZCARD', KEYS[22])
 local inflight = redis.call('ZCARD', KEYS[2])
 local delayed = redis.call('ZCARD', KEYS[4])
 local discarded = redis.call('LLEN', KEYS[6])

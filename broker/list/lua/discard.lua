@@ -15,6 +15,10 @@
 -- KEYS[8] <prefix>:{<queue>}:done          HASH job ID -> record of a finished job (internal/records)
 -- KEYS[9] <prefix>:{<queue>}:done_at       ZSET job ID, score = when its record expires (unix ms)
 -- KEYS[10] <prefix>:{<queue>}:done_counts  HASH expired, dropped
+-- KEYS[11] <prefix>:{<queue>}:ready        LIST of stored messages
+-- KEYS[12] <prefix>:{<queue>}:wake         ZSET wake signal, set when a job joins ready
+-- KEYS[13..16] the queue's group keys (internal/groups): the discarded
+--          job lets the next of its group in
 -- ARGV[1] the delivery's receipt
 -- ARGV[2] its token (the receipt up to the first ',')
 -- ARGV[3] reason
@@ -43,6 +47,7 @@ end
 redis.call('HDEL', KEYS[2], r)
 discard(discard_list(KEYS[3], KEYS[4], KEYS[5], ARGV[4], ARGV[5]), now_ms(), ARGV[3], v)
 redis.call('HINCRBY', KEYS[6], 'failed', 1)
+group_release_if(group_keys(13), {receipt_id(r)}, push_back(KEYS[11], KEYS[12]))
 if tonumber(ARGV[6]) > 0 then
   record_put(KEYS[8], KEYS[9], KEYS[10], now_ms(), ARGV[9], ARGV[7], ARGV[6], ARGV[8])
 end

@@ -28,6 +28,8 @@
 --                                          holds messages after this call, deleted when empty
 -- KEYS[9] <prefix>:{<queue>}:canceled      ZSET receipt of a cancelled delivery (internal/cancels):
 --                                          read only when a lease is reclaimed
+-- KEYS[10..13] the queue's group keys (internal/groups): touched only when a
+--          reclaimed job ends (poison, cancelled) and the queue has groups
 -- ARGV[1] max messages to lease, >= 1
 -- ARGV[2] visibility timeout, ms
 -- ARGV[3] max expired leases to reclaim
@@ -72,7 +74,7 @@ local max, vt = tonumber(ARGV[1]), tonumber(ARGV[2])
 local now = now_ms()
 
 local dl = discard_list(KEYS[4], KEYS[5], KEYS[6], ARGV[4], ARGV[6])
-local reclaimed, poisoned = reclaim(ready, lease, inflight, KEYS[7], KEYS[9], dl, tonumber(ARGV[5]), now, tonumber(ARGV[3]))
+local reclaimed, poisoned = reclaim(ready, lease, inflight, KEYS[7], KEYS[9], dl, tonumber(ARGV[5]), now, tonumber(ARGV[3]), group_keys(10))
 
 local deadline = now + vt
 -- Scores go to ZADD as strings: Redis formats a Lua number argument with

@@ -1,10 +1,13 @@
 -- inspect_purge.lua: one bounded step of a purge of a queue's ready
 -- messages (Inspector.PurgeReady): deletes up to ARGV[1] of those due to
--- be fetched next (the RPOP end) with one LTRIM, which returns nothing to
--- the caller. In-flight messages are never purged (they are under a
--- lease).
+-- be fetched next (the RPOP end) with one LTRIM. In-flight messages are
+-- never purged (they are under a lease). A grouped job purged ends: the
+-- next job of its group joins the back of ready (internal/groups), and a
+-- later step may purge it.
 --
 -- KEYS[1] <prefix>:{<queue>}:ready  LIST of stored messages
+-- KEYS[2] <prefix>:{<queue>}:wake   ZSET wake signal, set when a job joins ready
+-- KEYS[3..6] the queue's group keys (internal/groups)
 -- ARGV[1] max messages to delete, 1..1000
 -- Reply: {deleted, ready before this call}.
 -- Bounded: ARGV[1] messages.
@@ -12,6 +15,15 @@
 local held = redis.call('LLEN', KEYS[1])
 local n = math.min(held, tonumber(ARGV[1]))
 if n > 0 then
+  local G = group_keys(3)
+  local ids = {}
+  if redis.call('EXISTS', G.jobs) == 1 then
+    local vs = redis.call('LRANGE', KEYS[1], -n, -1)
+    for i = 1, #vs do
+      ids[#ids + 1] = group_message_id(vs[i])
+    end
+  end
   redis.call('LTRIM', KEYS[1], 0, -(n + 1))
+  group_release(G, ids, push_back(KEYS[1], KEYS[2]))
 end
 return {n, held}

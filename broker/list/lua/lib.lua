@@ -108,6 +108,21 @@ local function lost_status(rec, r)
   return 'GONE'
 end
 
+-- receipt_id returns the job ID a receipt "<token>,<len(id)>:<id>" names.
+local function receipt_id(r)
+  local _, e = string.find(r, ',%d+:')
+  return string.sub(r, e + 1)
+end
+
+-- push_back is an admit function for internal/groups: the job joins the
+-- back of ready (KEYS[ready]), and the wake signal (KEYS[wk]) is set.
+local function push_back(ready, wk)
+  return function(v)
+    redis.call('LPUSH', ready, v)
+    wake(wk)
+  end
+end
+
 -- reclaim takes up to limit leases that ran out by now off the lease ZSET
 -- and their messages off the inflight HASH, earliest deadline first,
 -- counting a recovery on each. A crash recovery is not a handler failure:
@@ -127,10 +142,13 @@ end
 -- marks, see internal/cancels) is removed, its mark with it: its holder
 -- died before ending it.
 --
+-- A job that ends here (poison or cancelled) lets the next job of its
+-- group in, at the back of ready (group keys G, internal/groups).
+--
 -- It returns how many went back to ready and how many were discarded. The
 -- lease ZSET is read and changed in this one script, so two reapers running
 -- at once can never move one message twice.
-local function reclaim(ready, lease, inflight, rec, marks, dl, maxrec, now, limit)
+local function reclaim(ready, lease, inflight, rec, marks, dl, maxrec, now, limit, G)
   local rs = redis.call('ZRANGEBYSCORE', lease, '-inf', now, 'LIMIT', 0, limit)
   if #rs == 0 then
     return 0, 0
@@ -139,10 +157,12 @@ local function reclaim(ready, lease, inflight, rec, marks, dl, maxrec, now, limi
   bulk('ZREM', lease, rs)
   bulk('HDEL', inflight, rs)
   remember_reclaimed(rec, now, rs)
+  local ended = {}
   local canceled = canceled_among(marks, rs)
   if next(canceled) then
     for i = 1, #rs do
       if canceled[rs[i]] then
+        ended[#ended + 1] = receipt_id(rs[i])
         vs[i] = false
         redis.call('ZREM', marks, rs[i])
       end
@@ -163,6 +183,7 @@ local function reclaim(ready, lease, inflight, rec, marks, dl, maxrec, now, limi
         if maxrec > 0 and n >= maxrec then
           discard(dl, now, poison_reason(n), build(d, a, n, tail))
           poisoned = poisoned + 1
+          ended[#ended + 1] = receipt_id(rs[i])
           v = nil
         else
           v = build(d + 1, a, n, tail)
@@ -179,6 +200,7 @@ local function reclaim(ready, lease, inflight, rec, marks, dl, maxrec, now, limi
     rev[#rev + 1] = back[i]
   end
   bulk('RPUSH', ready, rev)
+  group_release_if(G, ended, function(v) redis.call('LPUSH', ready, v) end)
   return #back, poisoned
 end
 

@@ -15,6 +15,8 @@
 -- KEYS[8] <prefix>:{<queue>}:wake          ZSET wake signal (see lib.lua), set when ready holds messages
 -- KEYS[9] <prefix>:{<queue>}:canceled      ZSET receipt of a cancelled delivery (internal/cancels):
 --                                          such a delivery's message is removed, not requeued
+-- KEYS[10..13] the queue's group keys (internal/groups): a job that ends
+--          here (poison, cancelled) lets the next of its group in
 -- ARGV[1] max expired leases to take, >= 1
 -- ARGV[2] poison cap: the recovery count at which an expired lease's message
 --         is discarded instead of requeued; <= 0 turns the cap off
@@ -30,7 +32,7 @@
 local now = now_ms()
 local requeued, poisoned = reclaim(KEYS[1], KEYS[2], KEYS[3], KEYS[7], KEYS[9],
   discard_list(KEYS[4], KEYS[5], KEYS[6], ARGV[3], ARGV[4]),
-  tonumber(ARGV[2]), now, tonumber(ARGV[1]))
+  tonumber(ARGV[2]), now, tonumber(ARGV[1]), group_keys(10))
 if redis.call('LLEN', KEYS[1]) > 0 then
   wake(KEYS[8])
 end

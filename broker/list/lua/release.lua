@@ -12,6 +12,8 @@
 -- KEYS[4] <prefix>:{<queue>}:reclaimed ZSET receipt of a lease a reclaim took, score = when (unix ms); see lib.lua
 -- KEYS[5] <prefix>:{<queue>}:wake      ZSET wake signal (see lib.lua), set when messages went back
 -- KEYS[6] <prefix>:{<queue>}:canceled  ZSET receipt of a cancelled delivery (internal/cancels)
+-- KEYS[7..10] the queue's group keys (internal/groups): a cancelled job
+--   that ends here lets the next of its group in
 -- ARGV[k] for k >= 1: the receipt of delivery k
 -- Reply: {k, status, ...} for each receipt k that was not released (status
 -- "LEASE_LOST" or "GONE", as for ack.lua); empty when all were.
@@ -23,11 +25,12 @@ local vs = messages(inflight, ARGV)
 local oks, at, lost = take(lease, inflight, KEYS[4], ARGV)
 local canceled = canceled_among(KEYS[6], oks)
 -- RPUSH the last first, so the first of the batch is fetched next.
-local back = {}
+local back, ended = {}, {}
 for i = #oks, 1, -1 do
   local v = vs[at and at[i] or i]
   if canceled[oks[i]] then
     redis.call('ZREM', KEYS[6], oks[i])
+    ended[#ended + 1] = receipt_id(oks[i])
     v = nil
   end
   -- every lease has its message, and every message parses, unless written
@@ -41,4 +44,5 @@ if #back > 0 then
   bulk('RPUSH', ready, back)
   wake(KEYS[5])
 end
+group_release_if(group_keys(7), ended, push_back(ready, KEYS[5]))
 return lost

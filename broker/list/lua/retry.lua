@@ -19,6 +19,8 @@
 -- KEYS[7] <prefix>:{<queue>}:reclaimed ZSET receipt of a lease a reclaim took, score = when (unix ms); see lib.lua
 -- KEYS[8] <prefix>:{<queue>}:wake      ZSET wake signal (see lib.lua), set when the message joins ready
 -- KEYS[9] <prefix>:{<queue>}:canceled  ZSET receipt of a cancelled delivery (internal/cancels)
+-- KEYS[10..13] the queue's group keys (internal/groups): a cancelled job
+--   that ends here lets the next of its group in
 -- ARGV[1] the delivery's receipt
 -- ARGV[2] its token (the receipt up to the first ',')
 -- ARGV[3] the wait until it is due, ms from the server's now (0: now)
@@ -58,6 +60,7 @@ end
 redis.call('HDEL', inflight, r)
 if canceled_among(KEYS[9], {r})[r] then
   redis.call('ZREM', KEYS[9], r)
+  group_release_if(group_keys(10), {id}, push_back(ready, KEYS[8]))
   return 'OK'
 end
 local inc = tonumber(ARGV[4])

@@ -133,28 +133,31 @@ local function timer_free(delayed, id)
   return nil
 end
 
--- enqueue_each stores the messages of an enqueue call, given as 5 ARGV
--- items each from ARGV[first] on: the wait until it is due (ms from the
--- server's now; 0: now), message ID,
+-- enqueue_each stores the messages of an enqueue call, given as stride
+-- (5 when nil, or more) ARGV items each from ARGV[first] on: the wait until
+-- it is due (ms from the server's now; 0: now), message ID,
 -- stored message, u (its unique key is KEYS[u]; 0: none), the unique key's
--- TTL (ms). A message due later becomes a timer, refused when a pending
--- timer has its ID; a unique key is claimed with SET NX PX, the message
--- refused when it is held; every other message is handed to ready(v), in
--- ARGV order. The promoters are woken, before anything is written (see
--- timer_wake), when the earliest run-at of the call after now is ahead of
--- the earliest timer.
+-- TTL (ms), then any items of the caller's own. A message due later becomes
+-- a timer, refused when a pending timer has its ID; a unique key is claimed
+-- with SET NX PX, the message refused when it is held; every other message
+-- is handed to ready(v, i), i its first item's index in ARGV, in ARGV order;
+-- ready may refuse it as a duplicate ID by returning false (a unique key it
+-- claimed is then given back). The promoters are woken, before anything is
+-- written (see timer_wake), when the earliest run-at of the call after now
+-- is ahead of the earliest timer.
 -- Returns the numbers k (1-based) of the refused messages: k for a
--- duplicate timer ID, -k for a held unique key.
-local function enqueue_each(delayed, timers, first, ready)
+-- duplicate ID, -k for a held unique key.
+local function enqueue_each(delayed, timers, first, ready, stride)
+  stride = stride or 5
   -- The due times first, only for messages that wait (ats: message
   -- number k -> due time, a string): the wake-up for the earliest timer the
   -- call may add goes out before anything is written.
   local ats, now, soonest
-  for i = first, #ARGV, 5 do
+  for i = first, #ARGV, stride do
     if ARGV[i] ~= '0' then
       ats, now = ats or {}, now or now_ms_up()
       local wait = tonumber(ARGV[i])
-      ats[(i - first) / 5 + 1] = due(now, wait)
+      ats[(i - first) / stride + 1] = due(now, wait)
       if not soonest or wait < soonest then
         soonest = wait
       end
@@ -164,9 +167,9 @@ local function enqueue_each(delayed, timers, first, ready)
     timer_wake(delayed, timer_head(delayed), due(now, soonest))
   end
   local dups = {}
-  for i = first, #ARGV, 5 do
+  for i = first, #ARGV, stride do
     local id, u = ARGV[i + 1], tonumber(ARGV[i + 3])
-    local k = (i - first) / 5 + 1
+    local k = (i - first) / stride + 1
     local at = ats and ats[k]
     local later = at ~= nil
     if later and redis.call('ZSCORE', delayed, id) then
@@ -175,9 +178,33 @@ local function enqueue_each(delayed, timers, first, ready)
       dups[#dups + 1] = -k
     elseif later then
       timer_put(delayed, timers, id, at, ARGV[i + 2])
-    else
-      ready(ARGV[i + 2])
+    elseif ready(ARGV[i + 2], i) == false then
+      if u > 0 then
+        redis.call('DEL', KEYS[u])
+      end
+      dups[#dups + 1] = k
     end
   end
   return dups
+end
+
+-- to_target returns a function that appends a stored message to a queue's
+-- ready structure: target, a LIST (mode "list": LPUSH, the back of the
+-- queue) or a STREAM (mode "stream": XADD field "m", the stream and its
+-- consumer group group created when missing), setting the wake signal wk
+-- (a ZSET, internal/wake) when it is given.
+local function to_target(target, mode, group, wk)
+  return function(v)
+    if mode == 'stream' then
+      if redis.call('EXISTS', target) == 0 then
+        redis.call('XGROUP', 'CREATE', target, group, '0', 'MKSTREAM')
+      end
+      redis.call('XADD', target, '*', 'm', v)
+    else
+      redis.call('LPUSH', target, v)
+    end
+    if wk then
+      redis.call('ZADD', wk, 0, 'w')
+    end
+  end
 end

@@ -38,6 +38,8 @@ if #oks > 0 then
       grouped[#grouped + 1] = ARGV[at]
     end
   end
-  group_release(group_keys(10), grouped, push_back(KEYS[8], KEYS[9]))
+  local vs, admit = collect()
+  group_release(group_keys(10), grouped, admit)
+  push_all(KEYS[8], KEYS[9], vs)
 end
 return lost

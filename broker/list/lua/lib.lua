@@ -115,10 +115,27 @@ local function receipt_id(r)
 end
 
 -- push_back is an admit function for internal/groups: the job joins the
--- back of ready (KEYS[ready]), and the wake signal (KEYS[wk]) is set.
+-- back of ready, and the wake signal wk is set.
 local function push_back(ready, wk)
   return function(v)
     redis.call('LPUSH', ready, v)
+    wake(wk)
+  end
+end
+
+-- collect returns a list and an admit function for internal/groups that
+-- appends to it, for a caller that pushes what was admitted at once
+-- (push_all): one LPUSH and one wake for a batch.
+local function collect()
+  local vs = {}
+  return vs, function(v) vs[#vs + 1] = v end
+end
+
+-- push_all pushes vs to the back of ready, in order, and sets the wake
+-- signal wk, when vs holds any.
+local function push_all(ready, wk, vs)
+  if #vs > 0 then
+    bulk('LPUSH', ready, vs)
     wake(wk)
   end
 end

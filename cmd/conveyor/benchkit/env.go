@@ -46,6 +46,9 @@ type Config struct {
 	// Split is the e2e-split workload's number of pools, of 10 workers
 	// each, set against one pool of Split×10 workers. Defaults to 20.
 	Split int `json:"split"`
+	// Groups is the e2e-groups workload's number of FIFO groups.
+	// Defaults to 1,000.
+	Groups int `json:"groups"`
 	// Timeout bounds the wait for a workload's jobs to run. Defaults to 5m.
 	Timeout time.Duration `json:"timeout"`
 }
@@ -74,6 +77,7 @@ func (c Config) WithDefaults() (Config, error) {
 	defD(&c.Idle, 5*time.Second)
 	def(&c.Pools, 200)
 	def(&c.Split, 20)
+	def(&c.Groups, 1000)
 	defD(&c.Timeout, 5*time.Minute)
 	switch {
 	case c.N < 1:
@@ -98,6 +102,8 @@ func (c Config) WithDefaults() (Config, error) {
 		return c, fmt.Errorf("pools %d: want 1 to 10000", c.Pools)
 	case c.Split < 1 || c.Split > 1000:
 		return c, fmt.Errorf("split %d: want 1 to 1000", c.Split)
+	case c.Groups < 1 || c.Groups > c.N:
+		return c, fmt.Errorf("groups %d: want 1 to n (%d)", c.Groups, c.N)
 	case c.Timeout <= 0:
 		return c, fmt.Errorf("timeout %s: want a positive duration", c.Timeout)
 	}

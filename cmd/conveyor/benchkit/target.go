@@ -110,6 +110,17 @@ func (t *conveyorTarget) EnqueueAt(ctx context.Context, payloads [][]byte, at []
 	return err
 }
 
+// EnqueueGrouped stores one job per payload in FIFO group groups[i]
+// (conveyor.EnqueueOptions.Group).
+func (t *conveyorTarget) EnqueueGrouped(ctx context.Context, payloads [][]byte, groups []string) error {
+	reqs := make([]conveyor.Request, len(payloads))
+	for i, p := range payloads {
+		reqs[i] = conveyor.Request{Kind: benchKind, Args: p, Opts: &conveyor.EnqueueOptions{Group: groups[i]}}
+	}
+	_, err := t.c.EnqueueMany(ctx, reqs...)
+	return err
+}
+
 func (t *conveyorTarget) Serve(ctx context.Context, concurrency int, h func([]byte)) error {
 	return t.ServePrefetch(ctx, concurrency, 0, h)
 }

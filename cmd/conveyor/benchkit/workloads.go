@@ -29,6 +29,7 @@ func Workloads() []Workload {
 		{"enqueue-batch", "EnqueueMany in batches of -batch from one goroutine", enqueueBatch},
 		{"e2e", "-n jobs enqueued first, then drained by a pool of -concurrency (handler start of the last job)", e2e},
 		{"e2e-split", "-n jobs enqueued first, drained by one pool of -split×10 workers, then (-n more each time) by -split pools of 10, each with its own client, with the default waiting room and with Prefetch 32; the ratios", e2eSplit},
+		{"e2e-groups", "-n jobs in -groups FIFO groups (job i in group i mod -groups) enqueued first, then drained by a pool of -concurrency, against -n jobs without groups in the same run; the ratio", e2eGroups},
 		{"e2e-mixed", "a pool of -concurrency running while -concurrency goroutines Enqueue -n jobs", e2eMixed},
 		{"latency", "-rate jobs/s for -duration into a running pool; enqueue to handler start", latency},
 		{"delay", "-timers timers due over -window from 1s ahead, run by a pool; handler start minus due time", delayLateness},

@@ -31,10 +31,9 @@ local function group_line(g)
   return '[' .. p, '(' .. p .. '\255'
 end
 
--- group_get returns group g's admitted count, limit and last sequence
--- number (0, 1, 0 for a group with nothing admitted or waiting).
-local function group_get(G, g)
-  local s = redis.call('HGET', G.state, g)
+-- group_parse reads a group's state s (nil: none) into its admitted count,
+-- limit and last sequence number (0, 1, 0 for none).
+local function group_parse(s)
   local a, l, q
   if s then
     a, l, q = string.match(s, '^(%d+),(%d+),(%d+)$')
@@ -43,6 +42,12 @@ local function group_get(G, g)
     return 0, 1, 0
   end
   return tonumber(a), tonumber(l), tonumber(q)
+end
+
+-- group_get returns group g's admitted count, limit and last sequence
+-- number (0, 1, 0 for a group with nothing admitted or waiting).
+local function group_get(G, g)
+  return group_parse(redis.call('HGET', G.state, g))
 end
 
 -- group_message_id returns the ID of stored message v (internal/codec's
@@ -118,8 +123,11 @@ end
 
 -- group_release ends the admission of each job of ids (a list) that is
 -- admitted to a group, and lets the next waiting jobs of those groups in
--- (admit(v) each). A job that is not grouped, or is waiting, is left as it
--- is. It returns the number of jobs released.
+-- (admit(v) each, groups in the order their first job appears in ids). A
+-- job that is not grouped, or is waiting, is left as it is. It returns the
+-- number of jobs released. The groups' states, lines and jobs are read and
+-- written a batch at a time: a settle of many grouped jobs costs a few
+-- commands per call and one ZRANGEBYLEX per group with room.
 local function group_release(G, ids, admit)
   if #ids == 0 then
     return 0
@@ -145,17 +153,56 @@ local function group_release(G, ids, admit)
     return 0
   end
   bulk('HDEL', G.jobs, done)
-  for _, g in ipairs(order) do
-    local a, l, q = group_get(G, g)
-    a = math.max(0, a - dec[g])
-    a = group_pump(G, g, a, l, admit)
-    if a == 0 then
-      -- Nothing admitted, so nothing waits (the pump found none).
-      redis.call('HDEL', G.state, g)
-    else
-      redis.call('HSET', G.state, g, a .. ',' .. l .. ',' .. q)
+  local members, of = {}, {}
+  local keep, drop = {}, {}
+  for i = 1, #order, CHUNK do
+    local part = {unpack(order, i, math.min(i + CHUNK - 1, #order))}
+    local states = redis.call('HMGET', G.state, unpack(part))
+    for j = 1, #part do
+      local g = part[j]
+      local a, l, q = group_parse(states[j])
+      a = math.max(0, a - dec[g])
+      if a < l then
+        local lo, hi = group_line(g)
+        local ms = redis.call('ZRANGEBYLEX', G.wait, lo, hi, 'LIMIT', 0, l - a)
+        for k = 1, #ms do
+          members[#members + 1] = ms[k]
+          of[#of + 1] = g
+        end
+        a = a + #ms
+      end
+      if a == 0 then
+        -- Nothing admitted, so nothing waits (the line was empty).
+        drop[#drop + 1] = g
+      else
+        keep[#keep + 1] = g
+        keep[#keep + 1] = a .. ',' .. l .. ',' .. q
+      end
     end
   end
+  if #members > 0 then
+    local admitted = {}
+    for i = 1, #members, CHUNK do
+      local vs = redis.call('HMGET', G.msgs, unpack(members, i, math.min(i + CHUNK - 1, #members)))
+      for j = 1, #vs do
+        local v = vs[j]
+        -- Every member has its message unless someone wrote the keys by hand.
+        if v then
+          local id = group_message_id(v)
+          if id then
+            admitted[#admitted + 1] = id
+            admitted[#admitted + 1] = 'a' .. of[i + j - 1]
+          end
+          admit(v)
+        end
+      end
+    end
+    bulk('ZREM', G.wait, members)
+    bulk('HDEL', G.msgs, members)
+    bulk('HSET', G.jobs, admitted)
+  end
+  bulk('HSET', G.state, keep)
+  bulk('HDEL', G.state, drop)
   return #done
 end
 

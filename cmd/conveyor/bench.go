@@ -61,7 +61,7 @@ func parseBench(args []string, stderr io.Writer, getenv func(string) string) (*b
 	fs.DurationVar(&o.cfg.Idle, "idle", 5*time.Second, "how long the idle and fleet workloads count commands")
 	fs.IntVar(&o.cfg.Pools, "pools", 200, "pools of the fleet workload (each with its own Redis client; measured against 1 pool in the same run)")
 	fs.IntVar(&o.cfg.Split, "split", 20, "pools of 10 workers of the e2e-split workload (each with its own Redis client; measured against 1 pool of split×10)")
-	fs.IntVar(&o.cfg.Groups, "groups", 1000, "FIFO groups of the e2e-groups workload")
+	fs.IntVar(&o.cfg.Groups, "groups", 0, "FIFO groups of the e2e-groups workload (0: 1,000, or -n when smaller)")
 	fs.DurationVar(&o.cfg.Timeout, "timeout", 5*time.Minute, "longest wait for a workload's jobs to run")
 	fs.StringVar(&driver, "driver", "all", "list, stream or all")
 	fs.StringVar(&workload, "workload", "all", "comma-separated workloads, or all: "+strings.Join(names, ", "))

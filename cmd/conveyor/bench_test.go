@@ -166,6 +166,8 @@ func TestBenchRunsEveryWorkload(t *testing.T) {
 			positive("enqueue-loop", "vs LPUSH")
 			positive("e2e", "processed")
 			positive("e2e-mixed", "processed")
+			positive("e2e-groups", "processed, without groups")
+			positive("e2e-groups", "processed, 200 groups")
 			positive("e2e-split", "processed, 1 pool of 30")
 			positive("e2e-split", "processed, 3 pools of 10")
 			positive("e2e-split", "split vs one (3 pools)")

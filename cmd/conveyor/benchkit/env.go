@@ -47,7 +47,7 @@ type Config struct {
 	// each, set against one pool of Split×10 workers. Defaults to 20.
 	Split int `json:"split"`
 	// Groups is the e2e-groups workload's number of FIFO groups.
-	// Defaults to 1,000.
+	// Defaults to 1,000, or N when smaller.
 	Groups int `json:"groups"`
 	// Timeout bounds the wait for a workload's jobs to run. Defaults to 5m.
 	Timeout time.Duration `json:"timeout"`
@@ -77,7 +77,7 @@ func (c Config) WithDefaults() (Config, error) {
 	defD(&c.Idle, 5*time.Second)
 	def(&c.Pools, 200)
 	def(&c.Split, 20)
-	def(&c.Groups, 1000)
+	def(&c.Groups, min(1000, c.N))
 	defD(&c.Timeout, 5*time.Minute)
 	switch {
 	case c.N < 1:

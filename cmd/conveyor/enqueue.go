@@ -67,6 +67,8 @@ func runEnqueue(ctx context.Context, args []string, std stdio) error {
 		fs.StringVar(&at, "at", "", "run the job at this time, RFC 3339 (2030-01-02T15:04:05Z)")
 		fs.StringVar(&opts.UniqueKey, "unique-key", "", "refuse the job while another job of the queue holds this key")
 		fs.DurationVar(&opts.UniqueFor, "unique-for", 0, "how long -unique-key is held (default 1h)")
+		fs.StringVar(&opts.Group, "fifo-group", "", "FIFO group: jobs of one group run -fifo-limit at a time, in enqueue order (docs/ordering.md)")
+		fs.IntVar(&opts.GroupLimit, "fifo-limit", 0, "how many jobs of -fifo-group run at once (default 1)")
 		fs.IntVar(&opts.MaxAttempts, "max-attempts", 0, "cap on handler runs (default: the pool's)")
 		fs.DurationVar(&opts.Timeout, "timeout", 0, "bound on one handler run (default: the pool's)")
 		fs.DurationVar(&opts.VisibilityTimeout, "visibility-timeout", 0, "the job's own lease length (default: the pool's)")
@@ -91,6 +93,12 @@ func runEnqueue(ctx context.Context, args []string, std stdio) error {
 		}
 		if opts.UniqueFor != 0 && opts.UniqueKey == "" {
 			return inv.usagef("-unique-for without -unique-key")
+		}
+		if opts.GroupLimit != 0 && opts.Group == "" {
+			return inv.usagef("-fifo-limit without -fifo-group")
+		}
+		if opts.GroupLimit < 0 {
+			return inv.usagef("-fifo-limit %d: want 1 or more", opts.GroupLimit)
 		}
 		return nil
 	})

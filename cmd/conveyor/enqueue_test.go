@@ -62,6 +62,13 @@ func TestEnqueue(t *testing.T) {
 		}
 		e.fails(1, `unique key "u1"`, "enqueue", "work", "k", "-unique-key", "u1")
 
+		// Grouped: a second job with the ID of a grouped one is refused, and
+		// a grouped job cannot be delayed.
+		e.ok("enqueue", "work", "k", "-fifo-group", "order:1", "-id", "g-1")
+		e.fails(1, `grouped job "g-1"`, "enqueue", "work", "k", "-fifo-group", "order:1", "-id", "g-1")
+		e.fails(2, "cannot be delayed", "enqueue", "work", "k", "-fifo-group", "order:1", "-delay", "1m")
+		e.fails(2, "-fifo-limit without -fifo-group", "enqueue", "work", "k", "-fifo-limit", "2")
+
 		e.fails(2, "invalid value", "enqueue", "work", "k", "-delay", "soon")
 		e.fails(2, `-at "tomorrow"`, "enqueue", "work", "k", "-at", "tomorrow")
 		e.fails(2, "-at and -delay", "enqueue", "work", "k", "-at", "2099-01-02T03:04:05Z", "-delay", "1s")

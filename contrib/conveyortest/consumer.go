@@ -112,8 +112,11 @@ func (c *consumer) wait(ctx context.Context, next time.Time, wake <-chan struct{
 	return nil
 }
 
-// settle checks each delivery's lease and applies f to the live ones.
-func (c *consumer) settle(ds []*broker.Delivery, f func(q *queue, e *entry, dl *broker.Delivery, now time.Time)) error {
+// settle checks each delivery's lease and applies f to the live ones. f
+// reports whether the job ended (acked or discarded): once all are
+// settled, the jobs that ended let the next of their groups in, as the
+// Redis drivers' settle scripts do.
+func (c *consumer) settle(ds []*broker.Delivery, f func(q *queue, e *entry, dl *broker.Delivery, now time.Time) (ended bool)) error {
 	d := c.d
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -121,29 +124,34 @@ func (c *consumer) settle(ds []*broker.Delivery, f func(q *queue, e *entry, dl *
 	now := d.Now()
 	d.sweep(q, now)
 	var errs []error
+	var ended []*entry
 	for _, dl := range ds {
 		e := q.inflight[dl.Receipt]
 		if e == nil || e.token != dl.Token {
 			errs = append(errs, &broker.DeliveryError{Delivery: dl, Err: broker.ErrLeaseLost})
 			continue
 		}
-		f(q, e, dl, now)
+		if f(q, e, dl, now) {
+			ended = append(ended, e)
+		}
 	}
+	q.release(ended...)
 	q.notify()
 	return errors.Join(errs...)
 }
 
 // Ack settles deliveries as done, writing the record each one whose
-// Finish is set asks for (broker.Records) with its settle. A delivery whose
-// request the Redis drivers would refuse (Keep under 1ms, a Result over
-// broker.MaxRecordResult) fails and stays in flight; the others are acked
-// all the same.
+// Finish is set asks for (broker.Records) with its settle; a job of a
+// group lets the next one in. A delivery whose request the Redis drivers
+// would refuse (Keep under 1ms, a Result over broker.MaxRecordResult)
+// fails and stays in flight; the others are acked all the same.
 func (c *consumer) Ack(ctx context.Context, ds ...*broker.Delivery) error {
 	ds, refused := checkFinish("ack", ds)
-	lost := c.settle(ds, func(q *queue, e *entry, dl *broker.Delivery, now time.Time) {
+	lost := c.settle(ds, func(q *queue, e *entry, dl *broker.Delivery, now time.Time) bool {
 		delete(q.inflight, e.receipt)
 		q.processed++
 		c.d.putRecord(c.queue, dl, now)
+		return true
 	})
 	// One flat list of DeliveryErrors, as the other batch settles return:
 	// callers unwrap one level.
@@ -170,9 +178,9 @@ func (c *consumer) Postpone(ctx context.Context, dl *broker.Delivery, at time.Ti
 
 // requeue hands dl back at at: a timer when at is ahead of the clock
 // (under the message's ID, or id#r<n> while a timer holds the ID), else
-// the end of the ready list.
+// the end of the ready list. A grouped job keeps its place in its group.
 func (c *consumer) requeue(dl *broker.Delivery, at time.Time, failed bool) error {
-	return c.settle([]*broker.Delivery{dl}, func(q *queue, e *entry, _ *broker.Delivery, now time.Time) {
+	return c.settle([]*broker.Delivery{dl}, func(q *queue, e *entry, _ *broker.Delivery, now time.Time) bool {
 		delete(q.inflight, e.receipt)
 		if failed {
 			e.msg.Retries++
@@ -181,44 +189,50 @@ func (c *consumer) requeue(dl *broker.Delivery, at time.Time, failed bool) error
 		if due := dueMs(at); due > now.UnixMilli() {
 			if id := q.freeTimerID(e.msg.ID); id != "" {
 				q.putTimer(id, e, due)
-				return
+				return false
 			}
 		}
 		q.ready = append(q.ready, e)
+		return false
 	})
 }
 
-// Release hands deliveries back to the ready list at once.
+// Release hands deliveries back to the ready list at once; a grouped job
+// keeps its place in its group.
 func (c *consumer) Release(ctx context.Context, ds ...*broker.Delivery) error {
-	return c.settle(ds, func(q *queue, e *entry, _ *broker.Delivery, _ time.Time) {
+	return c.settle(ds, func(q *queue, e *entry, _ *broker.Delivery, _ time.Time) bool {
 		delete(q.inflight, e.receipt)
 		q.ready = append(q.ready, e)
+		return false
 	})
 }
 
 // Discard moves dl to the queue's discard queue with reason, writing the
-// record dl.Finish asks for, if any, with the settle. A request the Redis
-// drivers would refuse fails the discard, and dl stays in flight.
+// record dl.Finish asks for, if any, with the settle; a job of a group lets
+// the next one in. A request the Redis drivers would refuse fails the
+// discard, and dl stays in flight.
 func (c *consumer) Discard(ctx context.Context, dl *broker.Delivery, reason string) error {
 	ds, refused := checkFinish("discard", []*broker.Delivery{dl})
 	if refused != nil {
 		return refused
 	}
 	var err error
-	lost := c.settle(ds, func(q *queue, e *entry, _ *broker.Delivery, now time.Time) {
+	lost := c.settle(ds, func(q *queue, e *entry, _ *broker.Delivery, now time.Time) bool {
 		delete(q.inflight, e.receipt)
 		q.failed++
 		err = c.d.discardLocked(e, reason, now)
 		c.d.putRecord(c.queue, dl, now)
+		return true
 	})
 	return errors.Join(lost, err)
 }
 
 // Extend pushes the leases of ds to now + ttl.
 func (c *consumer) Extend(ctx context.Context, ttl time.Duration, ds ...*broker.Delivery) error {
-	return c.settle(ds, func(q *queue, e *entry, dl *broker.Delivery, now time.Time) {
+	return c.settle(ds, func(q *queue, e *entry, dl *broker.Delivery, now time.Time) bool {
 		e.deadline = now.Add(ttl)
 		dl.LeaseDeadline = e.deadline
+		return false
 	})
 }
 

@@ -8,9 +8,11 @@ import (
 )
 
 // DeleteQueue deletes queue: its ready, in-flight, delayed and discarded
-// jobs, its records of finished jobs, its counters, unique keys and cron
-// records; Queues no longer lists it. Unless force, it refuses while jobs of the queue are in flight, with
-// a *broker.InFlightError, deleting nothing. Consumers still open on the
+// jobs, the jobs waiting in its groups' lines (counted as ready) and the
+// state of its groups, its records of finished jobs, its counters, unique
+// keys and cron records; Queues no longer lists it. Unless force, it
+// refuses while jobs of the queue are in flight, with a
+// *broker.InFlightError, deleting nothing. Consumers still open on the
 // queue go on: a job enqueued after the delete reaches them, and the
 // settles of the jobs a forced delete took from flight fail with
 // broker.ErrLeaseLost. QueueDeletion.Keys is 0: the driver keeps nothing in
@@ -41,9 +43,10 @@ func (d *Driver) DeleteQueue(ctx context.Context, queue string, force bool) (bro
 	if !registered {
 		return out, nil
 	}
-	out.Ready, out.InFlight, out.Delayed = int64(len(q.ready)), int64(len(q.inflight)), int64(len(q.timers))
+	out.Ready, out.InFlight, out.Delayed = int64(len(q.ready)+q.inLine()), int64(len(q.inflight)), int64(len(q.timers))
 	q.ready = nil
 	q.timers, q.inflight = map[string]*entry{}, map[string]*entry{}
+	q.groups, q.grouped = map[string]*group{}, map[string]*entry{}
 	q.fires, q.unique = map[string]fire{}, map[string]time.Time{}
 	q.processed, q.failed = 0, 0
 	// The fetches waiting on q look again, and find it empty.

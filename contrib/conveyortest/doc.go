@@ -24,12 +24,13 @@
 //
 // The Driver passes the conformance suite of broker/brokertest, so code that
 // works on it works on the Redis drivers, with the same promises: leases and
-// fencing, FIFO order, timers by ID with cancel and reschedule, a discard
-// queue with re-drive, records of finished jobs (broker.Records), the
-// Inspector. A worker.Pool, a conveyor.Client, a conveyor.Inspector and
-// package delay run on it unchanged, for a test of the whole program in one
-// process; with a fake Clock, timers, leases and the retention of records
-// move only when the test calls Advance.
+// fencing, FIFO order, FIFO groups (EnqueueOptions.Group: a group's jobs
+// run its limit at a time, in enqueue order), timers by ID with cancel and
+// reschedule, a discard queue with re-drive, records of finished jobs
+// (broker.Records), the Inspector. A worker.Pool, a conveyor.Client, a
+// conveyor.Inspector and package delay run on it unchanged, for a test of
+// the whole program in one process; with a fake Clock, timers, leases and
+// the retention of records move only when the test calls Advance.
 //
 // Everything lives in the process's memory and goes with it: the Driver is
 // for tests, never for production. docs/testing.md is the guide.

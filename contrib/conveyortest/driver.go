@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/groups"
 	jobrecords "github.com/conveyorq/conveyor/internal/records"
 )
 
@@ -35,13 +36,13 @@ type Config struct {
 // Driver is a broker.Driver that keeps its queues in memory, for tests
 // that need no Redis. It has the list driver's capabilities but Pause,
 // Keep and Cancel (at-least-once with leases and fencing, FIFO, delayed
-// jobs and timers, Extend, a discard queue, records of finished jobs) and
-// passes the conformance suite of broker/brokertest. It implements
-// broker.Timers, broker.Discards, broker.Records, broker.Inspector and
-// broker.QueueDeleter, so a worker.Pool, a conveyor.Client, a
-// conveyor.Inspector, package delay's promoters and cron run on it as they
-// do on Redis. Retention of discard records and of records of finished
-// jobs goes by its clock.
+// jobs and timers, Extend, a discard queue, records of finished jobs, FIFO
+// groups) and passes the conformance suite of broker/brokertest. It
+// implements broker.Timers, broker.Discards, broker.Records,
+// broker.Inspector and broker.QueueDeleter, so a worker.Pool, a
+// conveyor.Client, a conveyor.Inspector, package delay's promoters and cron
+// run on it as they do on Redis. Retention of discard records and of
+// records of finished jobs goes by its clock.
 //
 // What it does not do: keep anything after the process ends, share queues
 // between processes, elect keepers, pause queues, cancel jobs or register
@@ -124,7 +125,7 @@ func (d *Driver) Clock() *Clock { return d.clock }
 
 // Capabilities reports what the driver promises.
 func (d *Driver) Capabilities() broker.Capabilities {
-	return broker.Capabilities{AtLeastOnce: true, FIFO: true, Delay: true, Extend: true, Discard: true, Records: true}
+	return broker.Capabilities{AtLeastOnce: true, FIFO: true, Delay: true, Extend: true, Discard: true, Records: true, Groups: true}
 }
 
 // Check returns nil: there is no server to reach.
@@ -139,6 +140,8 @@ type queue struct {
 	watchers map[chan struct{}]bool
 	fires    map[string]fire      // cron series -> last fire
 	unique   map[string]time.Time // unique key -> when it is free again
+	groups   map[string]*group    // group -> its state, while it has a job admitted or waiting (groups.go)
+	grouped  map[string]*entry    // job ID -> the grouped job admitted or waiting under it
 	// processed and failed count acks, and retries and discards.
 	processed, failed int64
 }
@@ -146,10 +149,14 @@ type queue struct {
 // entry is one stored message.
 type entry struct {
 	msg      broker.Message
+	seq      int64  // the order entries were made in
 	receipt  string // unique among live entries: two in flight may share an ID
 	token    string
 	deadline time.Time
 	due      int64 // a timer's due time, unix ms rounded up
+	// admitted is set while the job holds a place in its group
+	// (msg.Group): from its admission to its end.
+	admitted bool
 }
 
 // fire is a cron series' record of its last fire.
@@ -174,6 +181,8 @@ func (d *Driver) queue(name string) *queue {
 			watchers: map[chan struct{}]bool{},
 			fires:    map[string]fire{},
 			unique:   map[string]time.Time{},
+			groups:   map[string]*group{},
+			grouped:  map[string]*entry{},
 		}
 		d.queues[name] = q
 	}
@@ -197,14 +206,24 @@ func (d *Driver) clockMoved() {
 	}
 }
 
-// newEntry returns an entry holding a copy of m with a fresh receipt;
-// d.mu is held.
+// newEntry returns an entry holding a copy of m as the Redis drivers
+// store it, with a fresh receipt; d.mu is held.
 func (d *Driver) newEntry(m *broker.Message) *entry {
 	d.receipts++
-	e := &entry{msg: *m, receipt: "r" + strconv.FormatInt(d.receipts, 10)}
+	e := &entry{msg: *m, seq: d.receipts, receipt: "r" + strconv.FormatInt(d.receipts, 10)}
 	e.msg.Payload = slices.Clone(m.Payload)
 	e.msg.Headers = cloneHeaders(m.Headers)
-	e.msg.UniqueKey, e.msg.UniqueTTL = "", 0
+	e.msg.UniqueKey, e.msg.UniqueTTL, e.msg.GroupLimit = "", 0, 0
+	// A Group travels as the header broker.HeaderGroup, which a message
+	// read back takes its Group from (internal/codec).
+	if e.msg.Group != "" {
+		if e.msg.Headers == nil {
+			e.msg.Headers = map[string]string{}
+		}
+		e.msg.Headers[broker.HeaderGroup] = e.msg.Group
+	} else {
+		e.msg.Group = e.msg.Headers[broker.HeaderGroup]
+	}
 	return e
 }
 
@@ -220,14 +239,24 @@ func cloneHeaders(h map[string]string) map[string]string {
 }
 
 // Enqueue stores msgs, each in its queue: ready at once, or as a timer
-// when its RunAt is ahead of the driver's clock. It checks every message
-// before it stores any.
+// when its RunAt is ahead of the driver's clock. A message of a group
+// (Message.Group) is ready once its group admits it; until then it waits
+// in the group's line. It checks every message before it stores any, and
+// refuses a grouped message due after the driver's clock. Like the Redis
+// drivers, it refuses a message whose timer ID is pending, whose unique key
+// is held, or that is grouped under the ID of a grouped job of the queue
+// (admitted or waiting), each with a *broker.DuplicateError, and stores the
+// others.
 func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
+	nowMs := d.Now().UnixMilli()
 	for _, m := range msgs {
 		if m == nil {
 			return &broker.MessageError{Field: "message", Reason: "nil"}
 		}
 		if err := broker.ValidateMessage(m); err != nil {
+			return err
+		}
+		if err := checkGroupDue(m, nowMs); err != nil {
 			return err
 		}
 	}
@@ -251,14 +280,24 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 				errs = append(errs, &broker.DuplicateError{Queue: m.Queue, ID: m.ID, Key: m.UniqueKey, Message: m})
 				continue
 			}
+		}
+		if m.Group != "" && q.grouped[m.ID] != nil {
+			errs = append(errs, &broker.DuplicateError{Queue: m.Queue, ID: m.ID, Message: m})
+			continue
+		}
+		if m.UniqueKey != "" {
 			q.unique[m.UniqueKey] = now.Add(m.UniqueTTL)
 		}
 		e := d.newEntry(m)
-		if later {
+		switch {
+		case later:
 			q.putTimer(m.ID, e, due)
 			continue
+		case m.Group != "":
+			q.hold(e, groups.Limit(m))
+		default:
+			q.ready = append(q.ready, e)
 		}
-		q.ready = append(q.ready, e)
 		q.notify()
 	}
 	return errors.Join(errs...)
@@ -266,9 +305,10 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 
 // sweep hands expired leases back to the ready list, oldest deadline
 // first, and discards as poison the messages whose leases expired
-// broker.DefaultMaxRecoveries times; d.mu is held.
+// broker.DefaultMaxRecoveries times, which ends them in their groups;
+// d.mu is held.
 func (d *Driver) sweep(q *queue, now time.Time) {
-	var expired []*entry
+	var expired, poisoned []*entry
 	for r, e := range q.inflight {
 		if now.Before(e.deadline) {
 			continue
@@ -278,12 +318,18 @@ func (d *Driver) sweep(q *queue, now time.Time) {
 		if e.msg.Recoveries >= broker.DefaultMaxRecoveries {
 			reason := fmt.Sprintf("%s: lease expired %d times", broker.PoisonReason, e.msg.Recoveries)
 			d.discardLocked(e, reason, now)
+			poisoned = append(poisoned, e)
 			continue
 		}
 		expired = append(expired, e)
 	}
-	slices.SortFunc(expired, func(a, b *entry) int { return a.deadline.Compare(b.deadline) })
+	byDeadline := func(a, b *entry) int { return a.deadline.Compare(b.deadline) }
+	slices.SortFunc(expired, byDeadline)
+	slices.SortFunc(poisoned, byDeadline)
 	q.ready = append(q.ready, expired...)
+	if q.release(poisoned...) || len(expired) > 0 {
+		q.notify()
+	}
 }
 
 // nextDeadline returns the earliest lease deadline of q, or zero.

@@ -25,12 +25,13 @@ type EnqueuedJob[T any] struct {
 }
 
 // Enqueued returns the jobs waiting in queue, ready ones first in the
-// order they will run, then delayed ones earliest first, each with its
-// payload decoded into T. Jobs fetched and not yet settled, and discarded
-// ones, are not listed (a conveyor.Inspector on the driver lists every
-// state). It fails t when a payload does not decode into T: with jobs of
-// several kinds in one queue, use json.RawMessage for T, or
-// RequireEnqueued, which decodes only the jobs of one kind.
+// order they will run, then those waiting in their group's line
+// (EnqueueOptions.Group) in enqueue order, then delayed ones earliest
+// first, each with its payload decoded into T. Jobs fetched and not yet
+// settled, and discarded ones, are not listed (a conveyor.Inspector on the
+// driver lists every state). It fails t when a payload does not decode
+// into T: with jobs of several kinds in one queue, use json.RawMessage for
+// T, or RequireEnqueued, which decodes only the jobs of one kind.
 func Enqueued[T any](t testing.TB, d *Driver, queue string) []*EnqueuedJob[T] {
 	t.Helper()
 	return enqueued[T](t, d, queue, "")
@@ -80,8 +81,8 @@ func decode(payload []byte, v any) error {
 	return json.Unmarshal(payload, v)
 }
 
-// waiting returns queue's ready jobs, in order, then its timers, earliest
-// first, their RunAt the due time.
+// waiting returns queue's ready jobs, in order, then those in its groups'
+// lines, then its timers, earliest first, their RunAt the due time.
 func (d *Driver) waiting(queue string) []*broker.JobInfo {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -23,7 +23,7 @@ func (d *Driver) Queues(ctx context.Context) ([]string, error) {
 }
 
 // QueueSizes returns the sizes and counters of each queue, in the order
-// given.
+// given. Jobs waiting in their group's line count as ready.
 func (d *Driver) QueueSizes(ctx context.Context, queues ...string) ([]broker.QueueSizes, error) {
 	for _, q := range queues {
 		if err := broker.ValidateQueue(q); err != nil {
@@ -41,7 +41,7 @@ func (d *Driver) QueueSizes(ctx context.Context, queues ...string) ([]broker.Que
 			return nil, err
 		}
 		out[i] = broker.QueueSizes{
-			Queue: name, Ready: int64(len(q.ready)), InFlight: int64(len(q.inflight)), Delayed: int64(len(q.timers)),
+			Queue: name, Ready: int64(len(q.ready) + q.inLine()), InFlight: int64(len(q.inflight)), Delayed: int64(len(q.timers)),
 			Discarded: st.Count, Processed: q.processed, Failed: q.failed, Discards: st,
 		}
 	}
@@ -59,11 +59,13 @@ func checkInspect(queue string, state broker.JobState) error {
 }
 
 // entries returns the entries of q in state (ready, in flight or
-// delayed), in the state's order; d.mu is held.
+// delayed), in the state's order: ready ones in the order they will be
+// fetched, then those waiting in their group's line, in enqueue order;
+// d.mu is held.
 func (q *queue) entries(state broker.JobState) []*entry {
 	switch state {
 	case broker.JobReady:
-		return slices.Clone(q.ready)
+		return append(slices.Clone(q.ready), q.waitingInLine()...)
 	case broker.JobInFlight:
 		out := slices.Collect(maps.Values(q.inflight))
 		slices.SortFunc(out, func(a, b *entry) int {
@@ -93,8 +95,10 @@ func discardedInfo(r *broker.Discarded) *broker.JobInfo {
 }
 
 // ListJobs returns up to limit jobs of queue in state from offset on, and
-// how many the state holds: finished jobs (records of them) the latest to
-// expire first, as ListRecords returns them.
+// how many the state holds: ready jobs in the order they will be fetched,
+// then those waiting in their group's line, in enqueue order; finished jobs
+// (records of them) the latest to expire first, as ListRecords returns
+// them.
 func (d *Driver) ListJobs(ctx context.Context, queue string, state broker.JobState, offset, limit int) ([]*broker.JobInfo, int64, error) {
 	if err := checkInspect(queue, state); err != nil {
 		return nil, 0, err
@@ -163,24 +167,36 @@ func (d *Driver) FindJob(ctx context.Context, queue string, state broker.JobStat
 	return nil, nil
 }
 
-// PurgeReady deletes up to max ready jobs of the queue name (0: all), next-to-run
-// first.
+// PurgeReady deletes up to max jobs of the ready list of the queue name
+// (0: all it holds), next-to-run first. A grouped job purged ends: the
+// next jobs of its group join the back of the ready list and stay there.
+// Jobs waiting in their group's line are not purged.
 func (d *Driver) PurgeReady(ctx context.Context, name string, max int) (int, error) {
 	return d.purge(name, max, func(q *queue, n int) int {
 		n = min(n, len(q.ready))
-		q.ready = q.ready[n:]
+		purged := slices.Clone(q.ready[:n])
+		q.ready = slices.Delete(q.ready, 0, n)
+		if q.release(purged...) {
+			q.notify()
+		}
 		return n
 	})
 }
 
 // PurgeDelayed deletes up to max pending timers of the queue name (0: all),
-// earliest due first.
+// earliest due first. A timer that was a grouped job's retry ends the job:
+// the next job of its group joins the ready list.
 func (d *Driver) PurgeDelayed(ctx context.Context, name string, max int) (int, error) {
 	return d.purge(name, max, func(q *queue, n int) int {
 		ids := q.sortedTimers()
 		ids = ids[:min(n, len(ids))]
-		for _, id := range ids {
+		purged := make([]*entry, len(ids))
+		for i, id := range ids {
+			purged[i] = q.timers[id]
 			delete(q.timers, id)
+		}
+		if q.release(purged...) {
+			q.notify()
 		}
 		return len(ids)
 	})

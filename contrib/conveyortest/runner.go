@@ -51,7 +51,10 @@ type RunnerConfig struct {
 // discard after the last attempt or for conveyor.SkipRetry). It calls the
 // job's OnFinish observers with the settlement, as the pool does, so
 // tracing and metrics middleware see the outcome. It is safe for
-// concurrent use.
+// concurrent use: goroutines calling Work or Drain at once run jobs at
+// once, as a pool's workers do, and the jobs of a FIFO group
+// (EnqueueOptions.Group) still run their group's limit at a time, in
+// enqueue order.
 //
 // A Runner does not heartbeat leases, batch acks or hand jobs back on
 // shutdown: put the Driver under a worker.Pool to test those.
@@ -139,7 +142,9 @@ func (r *Runner) consumer(ctx context.Context, queue string) (*consumer, error) 
 // Process enqueues one job of kind with args (as conveyor.Client.Enqueue
 // does, on the driver's clock) and runs that job at once, whatever else
 // its queue holds. A job enqueued with a Delay or RunAt ahead is refused:
-// enqueue it, Advance the clock, and Drain.
+// enqueue it, Advance the clock, and Drain. A job of a group
+// (EnqueueOptions.Group) whose group has no room stays enqueued, waiting
+// in the group's line, and Process fails: Drain runs it in its turn.
 func (r *Runner) Process(ctx context.Context, kind string, args any, opts *conveyor.EnqueueOptions) (*Result, error) {
 	if opts != nil && (opts.Delay > 0 || opts.RunAt.After(r.d.Now())) {
 		return nil, errors.New("conveyortest: Process runs a job at once; a delayed job is run by Drain once the clock reaches it")
@@ -154,6 +159,9 @@ func (r *Runner) Process(ctx context.Context, kind string, args any, opts *conve
 	}
 	ds, _, _ := c.lease(1, m.ID)
 	if len(ds) == 0 {
+		if g, ok := r.d.waitsInLine(m.Queue, m.ID); ok {
+			return nil, fmt.Errorf("conveyortest: job %s of queue %q waits in the line of group %q until an earlier job of it ends: Drain runs it in its turn", m.ID, m.Queue, g)
+		}
 		return nil, fmt.Errorf("conveyortest: job %s of queue %q vanished before it ran", m.ID, m.Queue)
 	}
 	return r.run(ctx, c, ds[0]), nil

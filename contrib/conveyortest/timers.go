@@ -145,7 +145,8 @@ func (d *Driver) promote(q *queue, most int) broker.Promotion {
 }
 
 // Cancel removes the pending timer id of queue and reports whether it was
-// still pending.
+// still pending. A timer that was a grouped job's retry ends the job: the
+// next job of its group joins the ready list.
 func (d *Driver) Cancel(ctx context.Context, queue, id string) (bool, error) {
 	if err := checkTimerID(queue, id); err != nil {
 		return false, err
@@ -153,10 +154,14 @@ func (d *Driver) Cancel(ctx context.Context, queue, id string) (bool, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	q := d.queue(queue)
-	if q.timers[id] == nil {
+	e := q.timers[id]
+	if e == nil {
 		return false, nil
 	}
 	delete(q.timers, id)
+	if q.release(e) {
+		q.notify()
+	}
 	return true, nil
 }
 

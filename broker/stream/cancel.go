@@ -7,13 +7,15 @@ import (
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/cancels"
+	"github.com/conveyorq/conveyor/internal/groups"
 	"github.com/conveyorq/conveyor/internal/script"
 	"github.com/conveyorq/conveyor/internal/timers"
 )
 
 // The driver implements broker.Canceler with internal/cancels: a delayed
 // job's timer is cancelled through internal/timers, a ready entry is
-// deleted, and an in-flight delivery is marked by its entry ID in the
+// deleted (a job waiting in its group's line, internal/groups, is removed
+// from the line), and an in-flight delivery is marked by its entry ID in the
 // queue's marks ZSET {q}:canceled (lua/cancel.lua). Extend reports a
 // marked delivery (lua/extend.lua); a takeover of its expired lease
 // deletes its entry instead of delivering it (lua/fetch.lua).
@@ -22,7 +24,7 @@ var _ broker.Canceler = (*Driver)(nil)
 var (
 	//go:embed lua/cancel.lua
 	cancelSrc    string
-	cancelScript = script.New("stream/cancel", cancelSrc, timers.Lib+cancels.Lib+lib+inspectLib)
+	cancelScript = script.New("stream/cancel", cancelSrc, timers.Lib+cancels.Lib+groups.Lib+lib+inspectLib)
 )
 
 // cancelStretch is how many entries one cancel.lua call looks at.
@@ -30,7 +32,8 @@ const cancelStretch = 500
 
 // CancelJob cancels the job id of queue and reports the state it was in (0:
 // none held it). A delayed job's timer is removed; a ready entry is
-// deleted; an in-flight delivery is marked, its ID published on the
+// deleted, and a job waiting in its group's line removed from it (both
+// reported as ready); an in-flight delivery is marked, its ID published on the
 // queue's cancel channel, and its holder ends it, or, when its holder died,
 // the takeover of its lease deletes it (see broker.Canceler). Finding a
 // ready or in-flight job walks the state's part of the stream, oldest
@@ -51,7 +54,7 @@ func (d *Driver) CancelJob(ctx context.Context, queue, id string) (broker.JobSta
 // last entry ID it looked at.
 func (d *Driver) cancelStep(ctx context.Context, queue, id string, state broker.JobState, cursor string) (bool, string, error) {
 	k := d.keys(queue)
-	v, err := cancelScript.Run(ctx, d.rdb, []string{k.stream, k.canceled, k.wake},
+	v, err := cancelScript.Run(ctx, d.rdb, append([]string{k.stream, k.canceled, k.wake}, k.groups.List()...),
 		d.cfg.Group, state.String(), id, cursor, cancelStretch, k.cancels)
 	if err != nil {
 		return false, "", err

@@ -20,7 +20,7 @@ func TestCheckAsksForEveryScriptCommand(t *testing.T) {
 	have := neededCommands(t)
 	redistest.ScriptsCovered(t, have, nil,
 		"lua", "../../internal/timers/lua", "../../internal/discards/lua", "../../internal/inspect/lua", "../../internal/reclaims/lua",
-		"../../internal/cancels/lua", "../../internal/records/lua")
+		"../../internal/cancels/lua", "../../internal/records/lua", "../../internal/groups/lua")
 }
 
 // neededCommands returns the commands Check asks for.

@@ -41,6 +41,14 @@
 //	               settling script (the Driver's broker.Records methods read
 //	               them); capped at Config.RecordMax records, and the three
 //	               keys expire with their latest record.
+//	p:{q}:group_jobs, p:{q}:groups, p:{q}:group_wait, p:{q}:group_msgs
+//	               the FIFO groups of the queue's messages with a
+//	               Message.Group (internal/groups): which jobs are admitted
+//	               (appended to the stream, in flight or waiting as a retry)
+//	               and which wait in their group's line, outside the stream,
+//	               until a job of the group ends (ack, discard, poison,
+//	               cancel, purge); present only while the queue has grouped
+//	               jobs.
 //
 // # Leases and fencing
 //

@@ -10,6 +10,7 @@ import (
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/cancels"
 	"github.com/conveyorq/conveyor/internal/discards"
+	"github.com/conveyorq/conveyor/internal/groups"
 	"github.com/conveyorq/conveyor/internal/inspect"
 	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/internal/pause"
@@ -80,6 +81,7 @@ func (d *Driver) Capabilities() broker.Capabilities {
 		Keep:        true,
 		Cancel:      true,
 		Records:     true,
+		Groups:      true,
 	}
 }
 
@@ -147,6 +149,7 @@ type queueKeys struct {
 	timers            timers.Keys
 	discards          discards.Keys
 	records           records.Keys
+	groups            groups.Keys
 }
 
 func (d *Driver) keys(queue string) queueKeys {
@@ -157,5 +160,5 @@ func (d *Driver) keys(queue string) queueKeys {
 		stats: k.Part("stats"), prune: k.Part("prune"), reclaimed: k.Part("reclaimed"),
 		keeper: k.Part("keeper"), heir: k.Part("keeper_heir"), wake: k.Part("wake"), reclaim: k.Part("reclaim"),
 		paused: pause.Key(d.cfg.Prefix, queue), canceled: cancels.Marks(d.cfg.Prefix, queue), cancels: cancels.Channel(d.cfg.Prefix, queue),
-		timers: t, discards: dk, records: records.QueueKeys(d.cfg.Prefix, queue)}
+		timers: t, discards: dk, records: records.QueueKeys(d.cfg.Prefix, queue), groups: groups.QueueKeys(d.cfg.Prefix, queue)}
 }

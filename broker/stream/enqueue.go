@@ -11,6 +11,7 @@ import (
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/codec"
+	"github.com/conveyorq/conveyor/internal/groups"
 	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/internal/registry"
 	"github.com/conveyorq/conveyor/internal/script"
@@ -28,7 +29,10 @@ import (
 // split batches of many thousands when that pause matters. A message with a RunAt after now (Redis time)
 // becomes a timer (see Promote); one whose ID a pending timer of its queue
 // has, or whose UniqueKey another message holds, is refused with a
-// *broker.DuplicateError while the others are stored.
+// *broker.DuplicateError while the others are stored. A message with a
+// Group is appended when its group admits it, else it waits in the group's
+// line (internal/groups) until a job of the group ends; one whose ID a
+// grouped job of its queue has is refused with a *broker.DuplicateError.
 func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 	if len(msgs) == 0 {
 		return nil
@@ -36,11 +40,6 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 	single, err := broker.ValidateBatch(msgs)
 	if err != nil {
 		return fmt.Errorf("stream: enqueue: %w", err)
-	}
-	for _, m := range msgs {
-		if m.Group != "" {
-			return fmt.Errorf("stream: enqueue %s: Group: %w", m.ID, broker.ErrUnsupported)
-		}
 	}
 	var add *registry.Pending
 	if single {
@@ -120,13 +119,16 @@ func (d *Driver) enqueueMany(ctx context.Context, msgs []*broker.Message) error 
 
 // enqueueCall returns enqueue.lua's KEYS and ARGV for msgs of one queue:
 // the group, the cap and the layout, then either each encoded message alone
-// (none is delayed or has a unique key: the usual batch, which the script
-// appends without reading anything else) or five items per message
+// (none is delayed or has a unique key or a group: the usual batch, which
+// the script appends without reading anything else) or five items per
+// message, seven when some message has a group
 // (internal/timers.EnqueueArgs). The encoded messages share one buffer.
 func (d *Driver) enqueueCall(msgs []*broker.Message) ([]string, []any) {
 	t := timers.QueueKeys(d.cfg.Prefix, msgs[0].Queue)
 	q := keys.Queue(d.cfg.Prefix, msgs[0].Queue)
-	ks := []string{q.Part("stream"), t.Delayed, t.Timers, q.Part("wake")}
+	g := groups.QueueKeys(d.cfg.Prefix, msgs[0].Queue)
+	// The group keys come before the unique keys EnqueueArgs appends.
+	ks := []string{q.Part("stream"), t.Delayed, t.Timers, q.Part("wake"), g.Jobs, g.State, g.Wait, g.Msgs}
 	size := 0
 	for _, m := range msgs {
 		size += codec.Size(m)

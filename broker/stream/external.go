@@ -40,8 +40,9 @@ import (
 //
 // What Enqueue does and such a script does not:
 //   - MaxLen: the queue's cap is not checked.
-//   - Unique keys and delays: PrepareAdd refuses a message with a UniqueKey
-//     or a RunAt, which only Enqueue carries out. Enqueue such jobs apart.
+//   - Unique keys, delays and groups: PrepareAdd refuses a message with a
+//     UniqueKey, a RunAt or a Group, which only Enqueue carries out.
+//     Enqueue such jobs apart.
 //   - The queue registry (Inspector.Queues): Enqueue adds a queue to it;
 //     a consumer's Open does too, so a queue with a worker pool is listed.
 //   - ID and EnqueuedAt: the client fills them in; here the caller must.
@@ -85,7 +86,8 @@ type ScriptAdd struct {
 // queue's stream itself (see the contract above): the stream of m.Queue,
 // the group and m's stored form. m must be complete and valid as for
 // Enqueue (queue, ID and kind set; broker.ValidateMessage); a message with a
-// UniqueKey or a RunAt is refused, as the script would not honour them.
+// UniqueKey, a RunAt or a Group is refused, as the script would not honour
+// them.
 func (d *Driver) PrepareAdd(m *broker.Message) (ScriptAdd, error) {
 	stored, err := d.Stored(m)
 	if err != nil {
@@ -112,6 +114,9 @@ func (d *Driver) Stored(m *broker.Message) (string, error) {
 	}
 	if !m.RunAt.IsZero() {
 		return "", fmt.Errorf("stream: stored: %w", &broker.MessageError{ID: m.ID, Field: "RunAt", Reason: "only Enqueue delays messages"})
+	}
+	if m.Group != "" {
+		return "", fmt.Errorf("stream: stored: %w", &broker.MessageError{ID: m.ID, Field: "Group", Reason: "only Enqueue admits messages to a group"})
 	}
 	return string(codec.Encode(m, 0)), nil
 }

@@ -358,7 +358,8 @@ func (c *consumer) readNew(ctx context.Context, max int, start time.Time) (fetch
 
 // fetchKeys returns fetch.lua's KEYS.
 func (c *consumer) fetchKeys() []string {
-	return []string{c.keys.stream, c.keys.dead, c.keys.deadDropped, c.keys.deadExpired, c.keys.reclaimed, c.keys.wake, c.keys.canceled}
+	k := c.keys
+	return append([]string{k.stream, k.dead, k.deadDropped, k.deadExpired, k.reclaimed, k.wake, k.canceled}, k.groups.List()...)
 }
 
 // parseFetch parses fetch.lua's reply: the next XAUTOCLAIM cursor ("" when

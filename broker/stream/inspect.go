@@ -9,6 +9,7 @@ import (
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/discards"
+	"github.com/conveyorq/conveyor/internal/groups"
 	"github.com/conveyorq/conveyor/internal/inspect"
 	"github.com/conveyorq/conveyor/internal/script"
 	"github.com/conveyorq/conveyor/internal/timers"
@@ -42,7 +43,7 @@ var (
 	inspectSizesScript = script.New("stream/inspect_sizes", inspectSizesSrc, timers.Lib+discards.Lib+inspect.Lib+inspectLib)
 	inspectPageScript  = script.New("stream/inspect_page", inspectPageSrc, timers.Lib+lib+inspectLib)
 	inspectFindScript  = script.New("stream/inspect_find", inspectFindSrc, timers.Lib+lib+inspectLib)
-	inspectPurgeScript = script.New("stream/inspect_purge", inspectPurgeSrc, inspectLib)
+	inspectPurgeScript = script.New("stream/inspect_purge", inspectPurgeSrc, timers.Lib+groups.Lib+lib+inspectLib)
 )
 
 // inspector returns internal/inspect's Inspector on the driver's keys.
@@ -136,7 +137,8 @@ func (d *Driver) inspectFind(ctx context.Context, queue string, state broker.Job
 
 // inspectPurge is one inspect_purge.lua call.
 func (d *Driver) inspectPurge(ctx context.Context, queue string, n int) (int64, int64, error) {
-	v, err := inspectPurgeScript.Run(ctx, d.rdb, []string{d.keys(queue).stream}, d.cfg.Group, n)
+	k := d.keys(queue)
+	v, err := inspectPurgeScript.Run(ctx, d.rdb, append([]string{k.stream, k.wake}, k.groups.List()...), d.cfg.Group, n)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -135,7 +135,7 @@ func (c *consumer) recoverLost(ctx context.Context) error {
 			// out: a lost read took the entry over again.
 			if tok := token(p.ID, p.RetryCount); c.held[p.ID] != tok {
 				d := &broker.Delivery{Receipt: p.ID, Token: tok}
-				d.Queue, d.Group, d.ID = c.queue, c.d.cfg.Group, p.ID
+				d.Queue, d.ConsumerGroup, d.ID = c.queue, c.d.cfg.Group, p.ID
 				orphans = append(orphans, d)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/conveyorq/conveyor/internal/cancels"
 	"github.com/conveyorq/conveyor/internal/discards"
+	"github.com/conveyorq/conveyor/internal/groups"
 	"github.com/conveyorq/conveyor/internal/reclaims"
 	"github.com/conveyorq/conveyor/internal/records"
 	"github.com/conveyorq/conveyor/internal/script"
@@ -37,23 +38,28 @@ var (
 	//go:embed lua/prune.lua
 	pruneSrc string
 
-	enqueueScript = script.New("stream/enqueue", enqueueSrc, timers.Lib)
-	fetchScript   = script.New("stream/fetch", fetchSrc, timers.Lib+discards.Lib+cancels.Lib+lib)
+	enqueueScript = script.New("stream/enqueue", enqueueSrc, timers.Lib+groups.Lib)
+	fetchScript   = script.New("stream/fetch", fetchSrc, timers.Lib+discards.Lib+cancels.Lib+groups.Lib+lib)
 	ackScript     = script.New("stream/ack", ackSrc, timers.Lib+lib)
-	requeueScript = script.New("stream/requeue", requeueSrc, timers.Lib+cancels.Lib+lib)
-	discardScript = script.New("stream/discard", discardSrc, timers.Lib+discards.Lib+records.Lib+lib)
+	requeueScript = script.New("stream/requeue", requeueSrc, timers.Lib+cancels.Lib+groups.Lib+lib)
+	discardScript = script.New("stream/discard", discardSrc, timers.Lib+discards.Lib+records.Lib+groups.Lib+lib)
 	extendScript  = script.New("stream/extend", extendSrc, timers.Lib+cancels.Lib)
 	closeScript   = script.New("stream/close", closeSrc)
 	pruneScript   = script.New("stream/prune", pruneSrc)
 
 	// ackRecordScript is ackScript for a batch in which some delivery asks
-	// for a record of its finished job (internal/records).
-	ackRecordScript = script.New("stream/ack_record", ackRecordSrc, timers.Lib+records.Lib+lib)
+	// for a record of its finished job (internal/records) or belongs to a
+	// group (internal/groups).
+	ackRecordScript = script.New("stream/ack_record", ackRecordSrc, timers.Lib+records.Lib+groups.Lib+lib)
 )
 
 // lib is what the scripts that read or settle entries put after
-// internal/timers' helpers: the record of reclaimed leases
-// (internal/reclaims), then lib.lua.
+// internal/timers' helpers and the other packages' they use: the record of
+// reclaimed leases (internal/reclaims), then lib.lua. The scripts that
+// admit or release grouped jobs put internal/groups' helpers last among
+// those packages' (they need internal/timers' bulk and CHUNK); ack.lua,
+// the hot path, goes without them: a batch with a grouped delivery runs
+// ack_record.lua.
 var lib = reclaims.Lib + libSrc
 
 // Limits that keep every script call short: a script blocks the server

@@ -38,11 +38,13 @@ import (
 // Ack settles deliveries as done: their entries are acknowledged and deleted.
 //
 // A delivery whose Finish is set gets its record of the finished job
-// (broker.Records) in the same script call: such a batch runs
-// ack_record.lua instead, with each delivery's record in its arguments. A
-// batch without one runs ack.lua, as before records.
+// (broker.Records) in the same script call, and one of a group
+// (Message.Group) lets the next job of its group in: such a batch runs
+// ack_record.lua instead, with each delivery's record and group flag in
+// its arguments. A batch with neither runs ack.lua, which touches no
+// record or group key.
 func (c *consumer) Ack(ctx context.Context, ds ...*broker.Delivery) error {
-	if slices.ContainsFunc(ds, func(d *broker.Delivery) bool { return d != nil && d.Finish != nil }) {
+	if slices.ContainsFunc(ds, func(d *broker.Delivery) bool { return d != nil && (d.Finish != nil || d.Message.Group != "") }) {
 		return c.ackRecorded(ctx, ds)
 	}
 	return c.batch(ctx, "ack", ackScript, []string{c.keys.stream, c.keys.stats, c.keys.reclaimed, c.keys.wake},
@@ -53,9 +55,10 @@ func (c *consumer) Ack(ctx context.Context, ds ...*broker.Delivery) error {
 		func(args []any, d *broker.Delivery, count string) []any { return append(args, d.Receipt, count) }, nil)
 }
 
-// ackRecorded is Ack of a batch in which some deliveries ask for a record.
-// A delivery whose record cannot be written (records.Args refuses it)
-// fails with a *broker.DeliveryError and is not acked; the others are.
+// ackRecorded is Ack of a batch in which some deliveries ask for a record
+// or belong to a group. A delivery whose record cannot be written
+// (records.Args refuses it) fails with a *broker.DeliveryError and is not
+// acked; the others are.
 func (c *consumer) ackRecorded(ctx context.Context, ds []*broker.Delivery) error {
 	if err := nilDelivery("ack", ds); err != nil {
 		return err
@@ -76,14 +79,19 @@ func (c *consumer) ackRecorded(ctx context.Context, ds []*broker.Delivery) error
 		recs[d] = record{keep, data}
 		sent = append(sent, d)
 	}
-	err := c.batch(ctx, "ack", ackRecordScript, append([]string{c.keys.stream, c.keys.stats, c.keys.reclaimed, c.keys.wake}, c.keys.records.List()...),
+	k := c.keys
+	err := c.batch(ctx, "ack", ackRecordScript, slices.Concat([]string{k.stream, k.stats, k.reclaimed, k.wake}, k.records.List(), k.groups.List()),
 		func(chunk []*broker.Delivery) []any {
 			lo, hi := receiptRange(chunk)
 			return []any{c.d.cfg.Group, c.name, lo, hi, c.d.cfg.RecordMax}
 		}, sent,
 		func(args []any, d *broker.Delivery, count string) []any {
 			r := recs[d]
-			return append(args, d.Receipt, count, d.ID, r.keep, r.data)
+			grouped := "0"
+			if d.Message.Group != "" {
+				grouped = "1"
+			}
+			return append(args, d.Receipt, count, d.ID, r.keep, r.data, grouped)
 		}, nil)
 	return multierror.Append(errs, err).ErrorOrNil()
 }
@@ -107,7 +115,8 @@ func (c *consumer) Release(ctx context.Context, ds ...*broker.Delivery) error {
 }
 
 func (c *consumer) requeue(ctx context.Context, op string, inc int, at int64, ds ...*broker.Delivery) error {
-	return c.batch(ctx, op, requeueScript, []string{c.keys.stream, c.keys.delayed, c.keys.timers.Timers, c.keys.stats, c.keys.reclaimed, c.keys.wake, c.keys.canceled},
+	k := c.keys
+	return c.batch(ctx, op, requeueScript, slices.Concat([]string{k.stream, k.delayed, k.timers.Timers, k.stats, k.reclaimed, k.wake, k.canceled}, k.groups.List()),
 		fixed(c.d.cfg.Group, c.name, inc), ds,
 		func(args []any, d *broker.Delivery, count string) []any { return append(args, d.Receipt, count, at) }, nil)
 }
@@ -130,7 +139,7 @@ func (c *consumer) discard(ctx context.Context, d *broker.Delivery, reason strin
 		}
 	}
 	k := c.keys
-	return c.batch(ctx, "discard", discardScript, []string{k.stream, k.dead, k.deadDropped, k.deadExpired, k.stats, k.reclaimed, k.wake, k.records.Done, k.records.At, k.records.Counts},
+	return c.batch(ctx, "discard", discardScript, slices.Concat([]string{k.stream, k.dead, k.deadDropped, k.deadExpired, k.stats, k.reclaimed, k.wake}, k.records.List(), k.groups.List()),
 		fixed(c.d.cfg.Group, c.name), []*broker.Delivery{d},
 		func(args []any, d *broker.Delivery, count string) []any {
 			return append(args, d.Receipt, count, reason, c.d.cfg.DiscardMax, c.d.Keeper.Retention.AgeArg(),

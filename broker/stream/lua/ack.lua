@@ -4,8 +4,9 @@
 -- consumer, with the delivery count it was handed out with), then its entry
 -- is XACKed and XDELed and counted in the stats HASH: see ack_entries in
 -- lib.lua, which ack_record.lua shares. A batch in which some delivery asks
--- for a record of its finished job runs ack_record.lua instead, so this
--- script never touches the record keys.
+-- for a record of its finished job or belongs to a group (internal/groups)
+-- runs ack_record.lua instead, so this script never touches the record
+-- keys nor the group keys.
 --
 -- KEYS[1]  <prefix>:{<queue>}:stream   STREAM with the consumer group ARGV[1]
 -- KEYS[2]  <prefix>:{<queue>}:stats    HASH processed, failed: cumulative counters

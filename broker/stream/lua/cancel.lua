@@ -11,6 +11,12 @@
 -- starts no earlier than the group's last-delivered-id as this call reads
 -- it, so an entry read since an earlier stretch is never deleted here.
 --
+-- Groups (internal/groups): a job waiting in its group's line counts as
+-- ready; the first ready stretch looks there first (one HGET) and removes
+-- it from the line: it never runs. A ready entry deleted ends its job: when
+-- it belongs to a group, the next waiting job of its group is appended to
+-- the stream (one EXISTS when the queue has no grouped job).
+--
 -- An in-flight entry (pending in the group) is marked: mark_canceled
 -- (internal/cancels) adds its entry ID to the marks ZSET and publishes the
 -- job ID on the queue's cancel channel. The entry ID names the delivery: a
@@ -23,7 +29,9 @@
 -- KEYS[2] <prefix>:{<queue>}:canceled  ZSET entry ID of a cancelled delivery,
 --         score = when (unix ms); see internal/cancels
 -- KEYS[3] <prefix>:{<queue>}:wake      ZSET wake signal (internal/wake): deleted when the
---         stream is left with no entry
+--         stream is left with no entry, set when a grouped job is let in
+-- KEYS[4..7] the queue's group keys (internal/groups); read only in the
+--         ready state
 -- ARGV[1] consumer group name
 -- ARGV[2] "ready" or "in_flight"
 -- ARGV[3] job (message) ID
@@ -32,10 +40,15 @@
 -- ARGV[6] the queue's cancel channel <prefix>:{<queue>}:cancels
 -- Reply: {1, ""} when found (and cancelled); else {0, cursor to go on
 -- after ("": the state's entries end within this stretch)}.
--- Bounded: ARGV[5] entries, one XPENDING for an in-flight match.
+-- Bounded: ARGV[5] entries, one XPENDING for an in-flight match; a ready
+-- match lets at most its group's limit of jobs in.
 
 local stream, group, mode, id = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
 local cursor, n = ARGV[4], tonumber(ARGV[5])
+local G = group_keys(4)
+if mode == 'ready' and cursor == '' and group_unwait(G, id) then
+  return {1, ''}
+end
 local last = last_delivered(stream, group)
 if not last then
   return {0, ''}
@@ -52,6 +65,9 @@ for _, e in ipairs(r) do
       if redis.call('XLEN', stream) == 0 then
         redis.call('DEL', KEYS[3])
       end
+      local vs, admit = collect()
+      group_release_if(G, {id}, admit)
+      append_all(stream, group, KEYS[3], vs)
       return {1, ''}
     end
     if redis.call('XPENDING', stream, group, e[1], e[1], 1)[1] then

@@ -9,7 +9,8 @@
 -- In flight are the entries pending in any consumer group of the stream
 -- (not only the driver's: a delete takes the whole stream); ready are the
 -- stream's entries less those pending in the group ARGV[2], as
--- inspect_sizes.lua counts them.
+-- inspect_sizes.lua counts them, and the jobs waiting in their groups'
+-- lines (internal/groups).
 --
 -- KEYS[1]  <prefix>:{<queue>}:stream               STREAM with the consumer group ARGV[2]
 -- KEYS[2]  <prefix>:{<queue>}:delayed              ZSET timer ID, score = due time (unix ms)
@@ -30,12 +31,14 @@
 -- KEYS[17] <prefix>:{<queue>}:done                 HASH job ID -> record of a finished job (internal/records)
 -- KEYS[18] <prefix>:{<queue>}:done_at              ZSET job ID, score = when its record expires (unix ms)
 -- KEYS[19] <prefix>:{<queue>}:done_counts          HASH expired, dropped: records retention removed
+-- KEYS[20..23] the queue's group keys (internal/groups): group_jobs, groups,
+--          group_wait (whose jobs count as ready here), group_msgs
 -- ARGV[1]  "1": delete even while jobs are in flight; else refuse then
 -- ARGV[2]  consumer group name
 -- Reply: {1 deleted or 0 refused (jobs in flight; nothing deleted), ready,
 -- in flight, delayed, discarded, keys deleted}.
 -- Bounded: O(1) reads, one XINFO GROUPS (one entry per consumer group of
--- the stream, a handful), and one DEL of 19 keys, which frees every job of
+-- the stream, a handful), and one DEL of 23 keys, which frees every job of
 -- the queue: O(jobs held), the one cost of a delete that grows with the
 -- queue.
 
@@ -58,6 +61,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   end
   ready = math.max(0, redis.call('XLEN', KEYS[1]) - ours)
 end
+ready = ready + redis.call('ZCARD', KEYS[22])
 local delayed = redis.call('ZCARD', KEYS[2])
 local discarded = redis.call('LLEN', KEYS[4])
 if inflight > 0 and ARGV[1] ~= '1' then

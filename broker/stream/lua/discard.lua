@@ -13,6 +13,10 @@
 -- queue's stats HASH counts it (field failed); poison discards (fetch.lua)
 -- are crash recoveries and are not counted.
 --
+-- A discard ends the job: when it belongs to a group (internal/groups),
+-- the next waiting job of its group is appended to the stream (one EXISTS
+-- when the queue has no grouped job).
+--
 -- When ARGV[8] is above 0 the record of the finished job is written too
 -- (internal/records' record_put, which the Go side puts in front), after
 -- the discard's own writes: XACK stays the first write, as in ack_entries,
@@ -31,6 +35,8 @@
 -- KEYS[8]  <prefix>:{<queue>}:done         HASH job ID -> record of a finished job (internal/records)
 -- KEYS[9]  <prefix>:{<queue>}:done_at      ZSET job ID, score = when its record expires (unix ms)
 -- KEYS[10] <prefix>:{<queue>}:done_counts  HASH expired, dropped: records retention removed
+-- KEYS[11..14] the queue's group keys (internal/groups); KEYS[7] is set when
+--          a grouped job is let in
 -- ARGV[1]  consumer group name
 -- ARGV[2]  consumer name
 -- ARGV[3]  entry ID
@@ -86,6 +92,9 @@ redis.call('HINCRBY', KEYS[5], 'failed', 1)
 if redis.call('XLEN', stream) == 0 then
   redis.call('DEL', KEYS[7])
 end
+local vs, admit = collect()
+group_release_if(group_keys(11), {group_message_id(m)}, admit)
+append_all(stream, group, KEYS[7], vs)
 if tonumber(ARGV[8]) > 0 then
   record_put(KEYS[8], KEYS[9], KEYS[10], now, ARGV[11], ARGV[9], ARGV[8], ARGV[10])
 end

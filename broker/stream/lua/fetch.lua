@@ -31,6 +31,11 @@
 -- by its dead holder hears LEASE_LOST. The marks are read only when a
 -- takeover takes something (one EXISTS when none is marked).
 --
+-- Groups: an entry discarded as poison or removed as cancelled ends its
+-- job; when it belongs to a group (internal/groups), the next waiting job
+-- of its group is appended to the stream (one EXISTS when the queue has no
+-- grouped job). An entry taken over and delivered again keeps its place.
+--
 -- The driver runs it only for rounds that take over expired leases; other
 -- rounds read new entries with a plain XREADGROUP (fetch.go, readNew).
 -- Timers are not this script's business: a promoter appends them
@@ -47,6 +52,9 @@
 --          cancelled entries leave the stream with no entry (as ack.lua)
 -- KEYS[7]  <prefix>:{<queue>}:canceled ZSET entry ID of a cancelled delivery (internal/cancels);
 --          read only when a takeover claims an entry
+-- KEYS[8..11] the queue's group keys (internal/groups); read only when a
+--          takeover discards or removes an entry; KEYS[6] is set when a
+--          grouped job is let in
 -- ARGV[1]  consumer group name
 -- ARGV[2]  consumer name
 -- ARGV[3]  max messages to return (the caller caps it at 1000)
@@ -119,7 +127,9 @@ if ARGV[5] ~= '' then
     claimed[i] = e[1]
   end
   local canceled = canceled_among(KEYS[7], claimed)
-  local poisoned, records, taken, dropped = {}, {}, {}, {}
+  -- ended: the job IDs of the entries discarded or removed (their jobs
+  -- end here).
+  local poisoned, records, taken, dropped, ended = {}, {}, {}, {}, {}
   -- lastrec: the lease expiries of an entry on its last chance (nil: none
   -- is); alone: a last-chance entry is delivered, nothing goes with it.
   local lastrec, alone = nil, false
@@ -148,6 +158,7 @@ if ARGV[5] ~= '' then
     end
     if canceled[id] then
       dropped[#dropped + 1] = id
+      ended[#ended + 1] = group_message_id(m)
     elseif maxRecoveries > 0 and n >= maxRecoveries then
       local mid = ''
       if d then
@@ -155,6 +166,7 @@ if ARGV[5] ~= '' then
         m = '1,' .. d .. ',' .. a .. ',' .. n .. ',' .. string.sub(m, pos)
       end
       poisoned[#poisoned + 1] = id
+      ended[#ended + 1] = group_message_id(m)
       records[#records + 1] = {n, m}
       out[#out + 1] = id
       out[#out + 1] = mid
@@ -191,6 +203,9 @@ if ARGV[5] ~= '' then
   if (#poisoned > 0 or #dropped > 0) and redis.call('XLEN', stream) == 0 then
     redis.call('DEL', KEYS[6])
   end
+  local vs, admit = collect()
+  group_release_if(group_keys(8), ended, admit)
+  append_all(stream, group, KEYS[6], vs)
 end
 
 if exists and got == 0 then

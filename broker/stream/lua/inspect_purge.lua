@@ -2,13 +2,19 @@
 -- entries (Inspector.PurgeReady): XDELs up to ARGV[2] of the entries after
 -- the group's last-delivered-id, oldest (next to be fetched) first. In-flight
 -- entries are never purged (they are under a lease). A stream left empty
--- stays, with its group (see ack.lua).
+-- stays, with its group (see ack.lua). A grouped job purged ends: the next
+-- waiting job of its group (internal/groups) is appended to the stream, and
+-- a later step may purge it.
 --
 -- KEYS[1] <prefix>:{<queue>}:stream  STREAM with the consumer group ARGV[1]
+-- KEYS[2] <prefix>:{<queue>}:wake    ZSET wake signal (internal/wake), set when a
+--         grouped job is let in
+-- KEYS[3..6] the queue's group keys (internal/groups); read only when the
+--         queue has grouped jobs (one EXISTS otherwise)
 -- ARGV[1] consumer group name
 -- ARGV[2] max entries to delete, 1..1000
 -- Reply: {deleted, ready before this call}.
--- Bounded: ARGV[2] entries.
+-- Bounded: ARGV[2] entries, and at most their groups' limits of jobs let in.
 
 local stream, group = KEYS[1], ARGV[1]
 local last = last_delivered(stream, group)
@@ -17,11 +23,21 @@ if not last then
 end
 local pending = pending_count(stream, group)
 local held = math.max(0, redis.call('XLEN', stream) - pending)
-local ids = {}
+local G = group_keys(3)
+local grouped = redis.call('EXISTS', G.jobs) == 1
+local ids, jobs = {}, {}
 for _, e in ipairs(redis.call('XRANGE', stream, '(' .. last, '+', 'COUNT', tonumber(ARGV[2]))) do
   ids[#ids + 1] = e[1]
+  if grouped then
+    jobs[#jobs + 1] = group_message_id(entry_body(e[2]))
+  end
 end
 if #ids > 0 then
   redis.call('XDEL', stream, unpack(ids))
+end
+if grouped then
+  local vs, admit = collect()
+  group_release(G, jobs, admit)
+  append_all(stream, group, KEYS[2], vs)
 end
 return {#ids, held}

@@ -1,6 +1,7 @@
 -- lib.lua: helpers shared by the stream driver's scripts that read entries
 -- (fetch.lua and the inspection scripts) or settle them (ack.lua,
--- ack_record.lua, requeue.lua, discard.lua). The Go side puts this text in
+-- ack_record.lua, requeue.lua, discard.lua), and append the jobs a group
+-- lets in (internal/groups). The Go side puts this text in
 -- front of each of them (see scripts.go and inspect.go), so every script
 -- still runs as one self-contained EVAL; the helpers are locals, as Redis 7
 -- forbids script globals.
@@ -19,6 +20,30 @@ local function entry_body(fields)
     end
   end
   return ''
+end
+
+-- collect returns a list and an admit function for internal/groups that
+-- appends to it, for a caller that appends what was admitted at once
+-- (append_all): one EXISTS and one wake for a batch, not one per job.
+local function collect()
+  local vs = {}
+  return vs, function(v) vs[#vs + 1] = v end
+end
+
+-- append_all appends the stored messages vs to the stream, in order (the
+-- stream created with its consumer group group when missing, as
+-- enqueue.lua does), and sets the wake signal wk, when vs holds any.
+local function append_all(stream, group, wk, vs)
+  if #vs == 0 then
+    return
+  end
+  if redis.call('EXISTS', stream) == 0 then
+    redis.call('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
+  end
+  for i = 1, #vs do
+    redis.call('XADD', stream, '*', 'm', vs[i])
+  end
+  redis.call('ZADD', wk, 0, 'w')
 end
 
 -- lost_status returns the status of a settle of the delivery of entry id
@@ -42,8 +67,8 @@ end
 -- ack.lua's (stream, stats, reclaimed, wake; group, consumer, lowest and
 -- highest entry ID). It returns one status per delivery, in order, as
 -- ack.lua replies. ack.lua is this call alone; ack_record.lua adds the
--- records of finished jobs after it, which is why it is shared here rather
--- than written out in both.
+-- records of finished jobs and the release of grouped jobs after it, which
+-- is why it is shared here rather than written out in both.
 --
 -- Each delivery is fenced: its entry must be pending in the group, owned by
 -- this consumer, with the delivery count the consumer was handed (XACK alone
@@ -106,7 +131,7 @@ local function ack_entries(first, step)
     -- script has written, Redis lets it finish. A deny-oom HINCRBY first
     -- would have the whole ack refused when Redis is at its maxmemory, the
     -- one time acking (which frees memory) matters most. A caller's own
-    -- writes (ack_record.lua's records) come after this call for the same
+    -- writes (ack_record.lua's records and groups) come after this call for the same
     -- reason.
     redis.call('XACK', stream, group, unpack(ids))
     redis.call('XDEL', stream, unpack(ids))

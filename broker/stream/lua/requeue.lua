@@ -15,7 +15,10 @@
 -- cannot be stored again: it is reported as LEASE_LOST and left in the PEL,
 -- where XAUTOCLAIM finds it and the driver reports it. An entry whose job
 -- was cancelled (its ID is in the marks ZSET, internal/cancels) is XACKed
--- and XDELed and not stored again: the job is removed, its mark with it.
+-- and XDELed and not stored again: the job is removed, its mark with it,
+-- and when it belongs to a group (internal/groups) the next waiting job of
+-- its group is appended to the stream. A grouped job handed back otherwise
+-- keeps its place in its group: its group waits for it.
 --
 -- KEYS[1]  <prefix>:{<queue>}:stream   STREAM with the consumer group ARGV[1]
 -- KEYS[2]  <prefix>:{<queue>}:delayed  ZSET timer ID, score = due time (unix ms)
@@ -28,6 +31,8 @@
 -- KEYS[6]  <prefix>:{<queue>}:wake     ZSET wake signal (internal/wake), set when entries
 --          were appended
 -- KEYS[7]  <prefix>:{<queue>}:canceled  ZSET entry ID of a cancelled delivery (internal/cancels)
+-- KEYS[8..11] the queue's group keys (internal/groups); touched only when a
+--          cancelled delivery is removed
 -- ARGV[1]  consumer group name
 -- ARGV[2]  consumer name
 -- ARGV[3]  attempt increment: 1 for a retry, 0 for a postpone or a release
@@ -39,6 +44,7 @@
 -- lost_status in lib.lua; so when the stream does not exist); else
 -- "LEASE_LOST".
 -- Bounded: one iteration per triple; the caller sends at most 512 triples.
+-- A removed grouped job lets at most its group's limit of jobs in.
 local stream, delayed = KEYS[1], KEYS[2]
 local group, me = ARGV[1], ARGV[2]
 local inc = tonumber(ARGV[3])
@@ -74,6 +80,8 @@ local canceled = canceled_among(KEYS[7], ids)
 
 local requeued = 0
 local added = false
+-- ended: the job IDs of the cancelled deliveries removed.
+local ended = {}
 for i = 4, #ARGV, 3 do
   local id = ARGV[i]
   local status = 'LEASE_LOST'
@@ -105,6 +113,7 @@ for i = 4, #ARGV, 3 do
       redis.call('XDEL', stream, id)
       if canceled[id] then
         redis.call('ZREM', KEYS[7], id)
+        ended[#ended + 1] = mid
         status = 'OK'
         a = nil
       end
@@ -134,4 +143,7 @@ end
 if added then
   redis.call('ZADD', KEYS[6], 0, 'w')
 end
+local vs, admit = collect()
+group_release_if(group_keys(8), ended, admit)
+append_all(stream, group, KEYS[6], vs)
 return out

@@ -1,0 +1,129 @@
+package stream_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/broker/stream"
+)
+
+// The shared suite (broker/brokertest, Group*) holds the stream driver to
+// FIFO groups; these tests cover the ends of a grouped job it does not
+// reach on this driver: a poison discard and the takeover of a cancelled
+// delivery in fetch.lua, the cap, a delete, and PrepareAdd.
+
+// groupedMsg returns message id of queue in group g.
+func groupedMsg(queue, id, g string) *broker.Message {
+	m := msg(queue, id)
+	m.Group = g
+	return m
+}
+
+// groupKeys returns the names of the group keys of queue that exist.
+func (e *env) groupKeys(queue string) []string {
+	e.t.Helper()
+	var out []string
+	for _, k := range e.keys() {
+		if strings.HasPrefix(k, e.prefix+":{"+queue+"}:group") {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// A grouped job discarded as poison (its lease expired MaxRecoveries
+// times) ends: the next job of its group is appended, and the same fetch
+// delivers it.
+func TestGroupPoisonLetsNextIn(t *testing.T) {
+	t.Parallel()
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		e := newEnvWith(t, rdb, &stream.Config{PollInterval: 10 * time.Millisecond})
+		e.enqueue(groupedMsg("q", "a1", "g"), groupedMsg("q", "a2", "g"))
+		for i := range 3 {
+			e.fetchExpecting(e.open("q", poisonLease), "a1", i)
+		}
+		c := e.open("q", poisonLease)
+		ds := e.fetch(c, 10)
+		if got := ids(ds); !slices.Equal(got, []string{"a2"}) {
+			t.Fatalf("after a1 turned poison, fetched %v, want [a2]", got)
+		}
+		if n := e.d.Stats().Poisoned; n != 1 {
+			t.Fatalf("Stats().Poisoned = %d, want 1", n)
+		}
+		if err := c.Ack(context.Background(), ds...); err != nil {
+			t.Fatalf("Ack: %v", err)
+		}
+		if ks := e.groupKeys("q"); len(ks) != 0 {
+			t.Fatalf("group keys left after every job ended: %v", ks)
+		}
+	})
+}
+
+// A grouped job cancelled in flight whose holder died is removed by the
+// takeover of its lease, which lets the next job of its group in.
+func TestGroupCanceledTakeoverLetsNextIn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, &stream.Config{PollInterval: 10 * time.Millisecond})
+	ctx := context.Background()
+	e.enqueue(groupedMsg("q", "a1", "g"), groupedMsg("q", "a2", "g"))
+	e.fetchExpecting(e.open("q", poisonLease), "a1", 0) // its holder dies
+	st, err := e.d.CancelJob(ctx, "q", "a1")
+	if err != nil || st != broker.JobInFlight {
+		t.Fatalf("CancelJob(a1) = %v, %v; want in flight", st, err)
+	}
+	c := e.open("q", poisonLease)
+	ds := e.fetch(c, 10)
+	if got := ids(ds); !slices.Equal(got, []string{"a2"}) {
+		t.Fatalf("after a1's lease ran out, fetched %v, want [a2]", got)
+	}
+	if err := c.Ack(ctx, ds...); err != nil {
+		t.Fatalf("Ack: %v", err)
+	}
+	if ks := e.groupKeys("q"); len(ks) != 0 {
+		t.Fatalf("group keys left after every job ended: %v", ks)
+	}
+}
+
+// The jobs waiting in their groups' lines count toward MaxLen, and a
+// delete counts them as ready and deletes the group keys.
+func TestGroupCapAndDelete(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, &stream.Config{MaxLen: 2})
+	ctx := context.Background()
+	e.enqueue(groupedMsg("q", "a1", "g"), groupedMsg("q", "a2", "g"))
+	err := e.d.Enqueue(ctx, []*broker.Message{msg("q", "b")})
+	if !errors.Is(err, broker.ErrQueueFull) {
+		t.Fatalf("Enqueue past MaxLen with one job waiting in a line = %v, want ErrQueueFull", err)
+	}
+	del, err := e.d.DeleteQueue(ctx, "q", false)
+	if err != nil {
+		t.Fatalf("DeleteQueue: %v", err)
+	}
+	if del.Ready != 2 || del.InFlight != 0 {
+		t.Fatalf("DeleteQueue deleted %+v, want 2 ready (one in the stream, one in its group's line)", del)
+	}
+	if ks := e.groupKeys("q"); len(ks) != 0 {
+		t.Fatalf("group keys left after the delete: %v", ks)
+	}
+}
+
+// PrepareAdd refuses a grouped message: an application script's XADD
+// would bypass its group.
+func TestPrepareAddRefusesGroup(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	m := groupedMsg("q", "a1", "g")
+	m.EnqueuedAt = time.Now()
+	_, err := e.d.PrepareAdd(m)
+	var me *broker.MessageError
+	if !errors.As(err, &me) || me.Field != "Group" {
+		t.Fatalf("PrepareAdd of a grouped message = %v, want a *broker.MessageError on Group", err)
+	}
+}

@@ -98,6 +98,10 @@ type QueueSizes struct {
 	Delayed int64
 	// Discarded counts the discard records (Discards.Count).
 	Discarded int64
+	// Grouped counts the jobs waiting in their FIFO groups' lines
+	// (Message.Group): not in the queue yet, each let in when a job of its
+	// group ends.
+	Grouped int64
 	// Processed counts the jobs acked since the queue's counters began:
 	// cumulative, never reset. Rates come from sampling it twice.
 	Processed int64

@@ -132,8 +132,8 @@ func testGroupOrder(t *testing.T, e *env) {
 }
 
 // testGroupLimit proves a group's limit: with N = 2, two of its jobs are
-// out at once, in order; a later job that raises the limit lets those
-// waiting in at once.
+// out at once, in order (an Inspector counts the others as Grouped); a
+// later job that raises the limit lets those waiting in at once.
 func testGroupLimit(t *testing.T, e *env) {
 	const q = "group-limit"
 	c := Open(t, e.d, q, &broker.ConsumerOptions{VisibilityTimeout: groupLease})
@@ -143,6 +143,12 @@ func testGroupLimit(t *testing.T, e *env) {
 		ms = append(ms, grouped(q, i, "g", 2))
 	}
 	Enqueue(t, e.d, ms...)
+	// Two are in the queue; four wait in the group's line.
+	if x, ok := e.d.(broker.Inspector); ok {
+		if s := sizesOf(t, x, q); s.Ready != 2 || s.Grouped != 4 {
+			t.Fatalf("sizes: ready %d, grouped %d; want 2 and 4", s.Ready, s.Grouped)
+		}
+	}
 	first := fetchIDs(t, c, 10, 5*time.Second)
 	wantIDs(t, "limit 2", first, id(1), id(2))
 	ExpectNone(t, c, 300*time.Millisecond)

@@ -32,8 +32,10 @@ type queueOut struct {
 	InFlight  int64  `json:"in_flight"`
 	Delayed   int64  `json:"delayed"`
 	Discarded int64  `json:"discarded"`
-	Processed int64  `json:"processed"`
-	Failed    int64  `json:"failed"`
+	// Grouped counts the jobs waiting in their FIFO groups' lines.
+	Grouped   int64 `json:"grouped"`
+	Processed int64 `json:"processed"`
+	Failed    int64 `json:"failed"`
 }
 
 func newQueueOut(p queueprobe.Queue, s *conveyor.QueueSizes) queueOut {
@@ -42,7 +44,7 @@ func newQueueOut(p queueprobe.Queue, s *conveyor.QueueSizes) queueOut {
 		driver = "unknown"
 	}
 	return queueOut{Queue: s.Queue, Driver: driver, Paused: p.Paused, Ready: s.Ready, InFlight: s.InFlight,
-		Delayed: s.Delayed, Discarded: s.Discarded, Processed: s.Processed, Failed: s.Failed}
+		Delayed: s.Delayed, Discarded: s.Discarded, Grouped: s.Grouped, Processed: s.Processed, Failed: s.Failed}
 }
 
 func runQueues(ctx context.Context, args []string, std stdio) error {
@@ -166,6 +168,9 @@ func runStats(ctx context.Context, args []string, std stdio) error {
 	row("In flight:", o.InFlight)
 	row("Delayed:", o.Delayed)
 	row("Discarded:", o.Discarded)
+	if o.Grouped > 0 {
+		row("Waiting in groups:", o.Grouped)
+	}
 	row("Processed:", o.Processed)
 	row("Failed:", o.Failed)
 	named := func(j *conveyor.JobInfo) string { return cell(j.ID, 64) + " (" + cell(j.Kind, 64) + ")" }

@@ -182,8 +182,8 @@ func TestGroupLineIsVisible(t *testing.T) {
 		t.Fatalf("stored job: Group %q, header %q, GroupLimit %d; want order-1 in both, and no limit (the Redis drivers store none)",
 			a1.Group, a1.Headers[broker.HeaderGroup], a1.GroupLimit)
 	}
-	if s := sizes(t, e.d, "default"); s.Ready != 4 {
-		t.Fatalf("ready %d, want 4 (one waiting in line)", s.Ready)
+	if s := sizes(t, e.d, "default"); s.Ready != 3 || s.Grouped != 1 {
+		t.Fatalf("ready %d, grouped %d; want 3 and 1 (one waiting in line)", s.Ready, s.Grouped)
 	}
 	del, err := e.d.DeleteQueue(ctx, "default", false)
 	if err != nil || del.Ready != 4 {

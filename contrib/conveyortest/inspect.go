@@ -23,7 +23,8 @@ func (d *Driver) Queues(ctx context.Context) ([]string, error) {
 }
 
 // QueueSizes returns the sizes and counters of each queue, in the order
-// given. Jobs waiting in their group's line count as ready.
+// given. Jobs waiting in their group's line count as Grouped, as the
+// Redis drivers count them.
 func (d *Driver) QueueSizes(ctx context.Context, queues ...string) ([]broker.QueueSizes, error) {
 	for _, q := range queues {
 		if err := broker.ValidateQueue(q); err != nil {
@@ -41,7 +42,7 @@ func (d *Driver) QueueSizes(ctx context.Context, queues ...string) ([]broker.Que
 			return nil, err
 		}
 		out[i] = broker.QueueSizes{
-			Queue: name, Ready: int64(len(q.ready) + q.inLine()), InFlight: int64(len(q.inflight)), Delayed: int64(len(q.timers)),
+			Queue: name, Ready: int64(len(q.ready)), Grouped: int64(q.inLine()), InFlight: int64(len(q.inflight)), Delayed: int64(len(q.timers)),
 			Discarded: st.Count, Processed: q.processed, Failed: q.failed, Discards: st,
 		}
 	}

@@ -11,9 +11,10 @@
 -- KEYS[4] <prefix>:{<queue>}:dead_dropped  STRING count of records the count cap trimmed
 -- KEYS[5] <prefix>:{<queue>}:dead_expired  STRING count of records the age limit trimmed
 -- KEYS[6] <prefix>:{<queue>}:stats         HASH processed, failed: cumulative counters
+-- KEYS[7] <prefix>:{<queue>}:group_wait    ZSET the FIFO groups' lines (internal/groups)
 -- ARGV[1] consumer group name
 -- ARGV[2] max age of discard records, ms (<= 0: no age limit)
--- Reply: {ready, in flight, then queue_tail's eight figures}.
+-- Reply: {ready, in flight, then queue_tail's nine figures}.
 -- Bounded: O(1) reads, at most 100 records dropped for age.
 
 local ready, inflight = 0, 0
@@ -22,7 +23,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   ready = math.max(0, redis.call('XLEN', KEYS[1]) - inflight)
 end
 local out = {ready, inflight}
-local tail = queue_tail(KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[2])
+local tail = queue_tail(KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[2], KEYS[7])
 for i = 1, #tail do
   out[#out + 1] = tail[i]
 end

@@ -10,8 +10,9 @@
 -- reads again): {dropped for age by this call, pending timers, discard
 -- records, records dropped by the count cap, records dropped for age in
 -- all, time of the oldest record (unix ms; -1: none or unreadable),
--- processed, failed}.
-local function queue_tail(delayed, dead, dropped, expired, stats, maxage)
+-- processed, failed, jobs waiting in their FIFO groups' lines (wait, the
+-- queue's group_wait ZSET, internal/groups)}.
+local function queue_tail(delayed, dead, dropped, expired, stats, maxage, wait)
   local now_dropped = discard_expire(dead, expired, maxage, now_ms())
   local oldest = -1
   local rec = redis.call('LINDEX', dead, -1)
@@ -21,5 +22,5 @@ local function queue_tail(delayed, dead, dropped, expired, stats, maxage)
   local c = redis.call('HMGET', stats, 'processed', 'failed')
   return {now_dropped, redis.call('ZCARD', delayed), redis.call('LLEN', dead),
     tonumber(redis.call('GET', dropped) or '0'), tonumber(redis.call('GET', expired) or '0'),
-    oldest, tonumber(c[1] or '0'), tonumber(c[2] or '0')}
+    oldest, tonumber(c[1] or '0'), tonumber(c[2] or '0'), redis.call('ZCARD', wait)}
 end

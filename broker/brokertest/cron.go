@@ -1,6 +1,7 @@
 package brokertest
 
 import (
+	"errors"
 	"strconv"
 	"sync"
 	"testing"
@@ -124,6 +125,14 @@ func testCronFireOnce(t *testing.T, e *env) {
 	lastFire("past", past.RunAt)
 	if err := c.Close(ctx); err != nil {
 		t.Fatalf("Close: %v", err)
+	}
+
+	// A fire is a timer: one in a FIFO group is refused, not stored to run
+	// outside its group's order.
+	grouped := fire("grouped", time.Now(), 99)
+	grouped.Group = "g"
+	if ok, err := tm.EnqueueFire(ctx, "grouped", grouped, keep); ok || !errors.Is(err, broker.ErrInvalidMessage) {
+		t.Fatalf("EnqueueFire of a grouped message = %v, %v; want broker.ErrInvalidMessage", ok, err)
 	}
 
 	rdb := Client(t)

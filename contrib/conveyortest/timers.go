@@ -265,6 +265,9 @@ func (d *Driver) EnqueueFire(ctx context.Context, series string, m *broker.Messa
 	if m.RunAt.IsZero() {
 		return false, &broker.MessageError{ID: m.ID, Field: "RunAt", Reason: "a fire needs its time"}
 	}
+	if m.Group != "" {
+		return false, &broker.MessageError{ID: m.ID, Field: "Group", Reason: "a cron fire cannot be in a FIFO group: have its handler enqueue the grouped job"}
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	q := d.queue(m.Queue)

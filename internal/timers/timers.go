@@ -267,6 +267,11 @@ func Fire(ctx context.Context, rdb script.Processor, k Keys, series string, m *b
 	if m.RunAt.IsZero() {
 		return false, &broker.MessageError{ID: m.ID, Field: "RunAt", Reason: "a fire needs its time"}
 	}
+	if m.Group != "" {
+		// A fire is a timer, and a timer joins the queue when due without
+		// waiting for its group (docs/ordering.md).
+		return false, &broker.MessageError{ID: m.ID, Field: "Group", Reason: "a cron fire cannot be in a FIFO group: have its handler enqueue the grouped job"}
+	}
 	v, err := fireScript.Run(ctx, rdb, []string{k.Delayed, k.Timers, k.Series(series)},
 		Score(m.RunAt), m.ID, stored, max(keep.Milliseconds(), 1000), MaxFireAhead.Milliseconds())
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync/atomic"
-	"time"
 )
 
 // groupedTarget is a target that can put jobs in FIFO groups (Conveyor's).
@@ -57,17 +56,7 @@ func drainGroups(ctx context.Context, e *Env, f Factory, label string, groups in
 			return 0, err
 		}
 	}
-	var handled tally
-	all := handled.reached(int64(e.Cfg.N))
-	stop := e.progress(label, e.Cfg.N, &handled.n)
-	defer stop()
-	t0 := time.Now()
-	s := serve(ctx, t, e.Cfg.Concurrency, func([]byte) { handled.add() })
-	defer func() { err = errors.Join(err, s.stop()) }()
-	if err := s.wait(ctx, all, e.Cfg.Timeout, "every job to run"); err != nil {
-		return 0, err
-	}
-	return rate(e.Cfg.N, time.Since(t0)), nil
+	return drain(ctx, e, t, label)
 }
 
 // preloadGrouped enqueues -n jobs in groups FIFO groups, 1,000 per call.

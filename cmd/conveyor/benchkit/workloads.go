@@ -191,6 +191,16 @@ func e2e(ctx context.Context, e *Env, f Factory, label string) (_ []Metric, err 
 	if err := preload(ctx, e, t, e.Cfg.N, label); err != nil {
 		return nil, err
 	}
+	r, err := drain(ctx, e, t, label)
+	if err != nil {
+		return nil, err
+	}
+	return []Metric{{Name: "processed", Value: r, Unit: "jobs/s"}}, nil
+}
+
+// drain runs a pool of -concurrency on the -n jobs t holds and returns the
+// rate from its start to the start of the last job.
+func drain(ctx context.Context, e *Env, t Target, label string) (_ float64, err error) {
 	var handled tally
 	all := handled.reached(int64(e.Cfg.N))
 	stop := e.progress(label, e.Cfg.N, &handled.n)
@@ -199,10 +209,9 @@ func e2e(ctx context.Context, e *Env, f Factory, label string) (_ []Metric, err 
 	s := serve(ctx, t, e.Cfg.Concurrency, func([]byte) { handled.add() })
 	defer func() { err = errors.Join(err, s.stop()) }()
 	if err := s.wait(ctx, all, e.Cfg.Timeout, "every job to run"); err != nil {
-		return nil, err
+		return 0, err
 	}
-	elapsed := time.Since(t0)
-	return []Metric{{Name: "processed", Value: rate(e.Cfg.N, elapsed), Unit: "jobs/s"}}, nil
+	return rate(e.Cfg.N, time.Since(t0)), nil
 }
 
 func e2eMixed(ctx context.Context, e *Env, f Factory, label string) (_ []Metric, err error) {

@@ -10,7 +10,21 @@ import (
 	"github.com/conveyorq/conveyor/broker"
 )
 
-func groups(c broker.Capabilities) bool { return c.Groups && c.AtLeastOnce && c.Delay && c.Discard }
+func groups(c broker.Capabilities) bool   { return c.Groups && c.AtLeastOnce && c.Delay && c.Discard }
+func noGroups(c broker.Capabilities) bool { return !c.Groups }
+
+// testGroupUnsupported proves that a driver without Capabilities.Groups
+// refuses a grouped message with ErrUnsupported and stores nothing of the
+// call, rather than run it out of order.
+func testGroupUnsupported(t *testing.T, e *env) {
+	const q = "group-unsupported"
+	c := Open(t, e.d, q, nil)
+	err := e.d.Enqueue(Context(t, 10*time.Second), []*broker.Message{NewMessage(q, 1), grouped(q, 2, "g", 0)})
+	if !errors.Is(err, broker.ErrUnsupported) {
+		t.Fatalf("Enqueue of a grouped message = %v, want broker.ErrUnsupported", err)
+	}
+	ExpectNone(t, c, 300*time.Millisecond)
+}
 
 // groupLease is the lease of the group tests' consumers that must not
 // lose one.
@@ -200,7 +214,9 @@ func testGroupFairness(t *testing.T, e *env) {
 }
 
 // testGroupDuplicateID proves that a grouped job's ID is refused while a
-// grouped job of the queue holds it, and free again once it ended.
+// grouped job of the queue holds it, and free again once it ended; and
+// that a plain job with a grouped job's ID does not release its group when
+// it ends.
 func testGroupDuplicateID(t *testing.T, e *env) {
 	const q = "group-dup"
 	ctx := Context(t, 30*time.Second)
@@ -219,6 +235,22 @@ func testGroupDuplicateID(t *testing.T, e *env) {
 	d2 := FetchOne(t, c, 5*time.Second)
 	if d2.ID != NewMessage(q, 2).ID {
 		t.Fatalf("delivered %s, want job 2 (1 came back behind it)", d2.ID)
+	}
+
+	// A plain job may share an ID with a grouped one; its end must not
+	// release the grouped one's place. Here 2 is in flight and 1 waits.
+	Enqueue(t, e.d, NewMessage(q, 2))
+	plain := FetchOne(t, c, 5*time.Second)
+	if plain.ID != d2.ID || plain.Message.Group != "" {
+		t.Fatalf("delivered %s (group %q), want the plain job %s", plain.ID, plain.Message.Group, d2.ID)
+	}
+	if err := c.Discard(ctx, plain, "brokertest: the plain twin"); err != nil {
+		t.Fatalf("Discard: %v", err)
+	}
+	ExpectNone(t, c, 300*time.Millisecond) // grouped 2 still holds the group
+	Ack(t, c, d2)
+	if d := FetchOne(t, c, 5*time.Second); d.ID != NewMessage(q, 1).ID {
+		t.Fatalf("after acking grouped 2, delivered %s, want job 1", d.ID)
 	}
 }
 

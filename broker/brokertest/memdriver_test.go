@@ -197,6 +197,11 @@ func (d *memDriver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 			}
 		}
 	}
+	for _, m := range msgs {
+		if m != nil && m.Group != "" {
+			return fmt.Errorf("mem: enqueue %s: Group: %w", m.ID, broker.ErrUnsupported)
+		}
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := time.Now()
@@ -728,6 +733,9 @@ func (d *memDriver) EnqueueFire(ctx context.Context, series string, m *broker.Me
 	}
 	if m.RunAt.IsZero() {
 		return false, &broker.MessageError{ID: m.ID, Field: "RunAt", Reason: "a fire needs its time"}
+	}
+	if m.Group != "" {
+		return false, fmt.Errorf("mem: fire %s: Group: %w", m.ID, broker.ErrUnsupported)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

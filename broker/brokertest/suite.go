@@ -102,6 +102,7 @@ var tests = []test{
 	{"CancelJob", cancels, "Cancel, AtLeastOnce, Delay and Extend", testCancelJob},
 	{"CancelJobWatchEnds", cancels, "Cancel, AtLeastOnce, Delay and Extend", testCancelJobWatchEnds},
 	{"Records", keepsRecords, "Records, AtLeastOnce and Discard", testRecords},
+	{"GroupUnsupported", noGroups, "nothing (it has Groups)", testGroupUnsupported},
 	{"GroupOrder", groups, "Groups, AtLeastOnce, Delay and Discard", testGroupOrder},
 	{"GroupLimit", groups, "Groups, AtLeastOnce, Delay and Discard", testGroupLimit},
 	{"GroupFairness", groups, "Groups, AtLeastOnce, Delay and Discard", testGroupFairness},

@@ -162,3 +162,24 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestGroupHeaderLast checks what internal/groups' group_suffix relies on:
+// a grouped message's stored form ends with the header broker.HeaderGroup
+// and its group, whatever other headers it has, for names of one- and
+// two-byte lengths.
+func TestGroupHeaderLast(t *testing.T) {
+	for _, g := range []string{"order:123", strings.Repeat("g", 127), strings.Repeat("g", 128)} {
+		m := &broker.Message{ID: "x", Kind: "k", Group: g,
+			Headers: map[string]string{"a": "1", "z": "2", broker.HeaderGroup: "stale"}}
+		b := Encode(m, 1)
+		n := binary.AppendUvarint(nil, uint64(len(g)))
+		want := "\x0e" + broker.HeaderGroup + string(n) + g
+		if !strings.HasSuffix(string(b), want) {
+			t.Fatalf("group of %d bytes: stored form ends %q, want %q", len(g), b[max(0, len(b)-len(want)):], want)
+		}
+		var back broker.Message
+		if _, err := Decode(b, &back); err != nil || back.Group != g || back.Headers[broker.HeaderGroup] != g {
+			t.Fatalf("decoded group %q (header %q), %v; want %q", back.Group, back.Headers[broker.HeaderGroup], err, g)
+		}
+	}
+}

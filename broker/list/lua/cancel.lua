@@ -47,7 +47,7 @@ if ARGV[1] == 'ready' then
     if pos and string.sub(vs[i], pos, pos + #needle - 1) == needle then
       redis.call('LREM', KEYS[1], 1, vs[i])
       if grouped then
-        group_release(G, {id}, push_back(KEYS[1], KEYS[4]))
+        group_end(G, {vs[i]}, push_back(KEYS[1], KEYS[4]))
       end
       if redis.call('LLEN', KEYS[1]) == 0 then
         redis.call('DEL', KEYS[4])

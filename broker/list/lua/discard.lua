@@ -47,7 +47,7 @@ end
 redis.call('HDEL', KEYS[2], r)
 discard(discard_list(KEYS[3], KEYS[4], KEYS[5], ARGV[4], ARGV[5]), now_ms(), ARGV[3], v)
 redis.call('HINCRBY', KEYS[6], 'failed', 1)
-group_release_if(group_keys(13), {receipt_id(r)}, push_back(KEYS[11], KEYS[12]))
+group_end(group_keys(13), {v}, push_back(KEYS[11], KEYS[12]))
 if tonumber(ARGV[6]) > 0 then
   record_put(KEYS[8], KEYS[9], KEYS[10], now_ms(), ARGV[9], ARGV[7], ARGV[6], ARGV[8])
 end

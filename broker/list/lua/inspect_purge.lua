@@ -16,14 +16,11 @@ local held = redis.call('LLEN', KEYS[1])
 local n = math.min(held, tonumber(ARGV[1]))
 if n > 0 then
   local G = group_keys(3)
-  local ids = {}
+  local vs = {}
   if redis.call('EXISTS', G.jobs) == 1 then
-    local vs = redis.call('LRANGE', KEYS[1], -n, -1)
-    for i = 1, #vs do
-      ids[#ids + 1] = group_message_id(vs[i])
-    end
+    vs = redis.call('LRANGE', KEYS[1], -n, -1)
   end
   redis.call('LTRIM', KEYS[1], 0, -(n + 1))
-  group_release(G, ids, push_back(KEYS[1], KEYS[2]))
+  group_end(G, vs, push_back(KEYS[1], KEYS[2]))
 end
 return {n, held}

@@ -108,12 +108,6 @@ local function lost_status(rec, r)
   return 'GONE'
 end
 
--- receipt_id returns the job ID a receipt "<token>,<len(id)>:<id>" names.
-local function receipt_id(r)
-  local _, e = string.find(r, ',%d+:')
-  return string.sub(r, e + 1)
-end
-
 -- push_back is an admit function for internal/groups: the job joins the
 -- back of ready, and the wake signal wk is set.
 local function push_back(ready, wk)
@@ -179,7 +173,7 @@ local function reclaim(ready, lease, inflight, rec, marks, dl, maxrec, now, limi
   if next(canceled) then
     for i = 1, #rs do
       if canceled[rs[i]] then
-        ended[#ended + 1] = receipt_id(rs[i])
+        ended[#ended + 1] = vs[i]
         vs[i] = false
         redis.call('ZREM', marks, rs[i])
       end
@@ -200,7 +194,7 @@ local function reclaim(ready, lease, inflight, rec, marks, dl, maxrec, now, limi
         if maxrec > 0 and n >= maxrec then
           discard(dl, now, poison_reason(n), build(d, a, n, tail))
           poisoned = poisoned + 1
-          ended[#ended + 1] = receipt_id(rs[i])
+          ended[#ended + 1] = v
           v = nil
         else
           v = build(d + 1, a, n, tail)
@@ -217,7 +211,7 @@ local function reclaim(ready, lease, inflight, rec, marks, dl, maxrec, now, limi
     rev[#rev + 1] = back[i]
   end
   bulk('RPUSH', ready, rev)
-  group_release_if(G, ended, function(v) redis.call('LPUSH', ready, v) end)
+  group_end(G, ended, function(v) redis.call('LPUSH', ready, v) end)
   return #back, poisoned
 end
 

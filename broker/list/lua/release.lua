@@ -30,7 +30,7 @@ for i = #oks, 1, -1 do
   local v = vs[at and at[i] or i]
   if canceled[oks[i]] then
     redis.call('ZREM', KEYS[6], oks[i])
-    ended[#ended + 1] = receipt_id(oks[i])
+    ended[#ended + 1] = v
     v = nil
   end
   -- every lease has its message, and every message parses, unless written
@@ -44,5 +44,5 @@ if #back > 0 then
   bulk('RPUSH', ready, back)
   wake(KEYS[5])
 end
-group_release_if(group_keys(7), ended, push_back(ready, KEYS[5]))
+group_end(group_keys(7), ended, push_back(ready, KEYS[5]))
 return lost

@@ -60,7 +60,7 @@ end
 redis.call('HDEL', inflight, r)
 if canceled_among(KEYS[9], {r})[r] then
   redis.call('ZREM', KEYS[9], r)
-  group_release_if(group_keys(10), {id}, push_back(ready, KEYS[8]))
+  group_end(group_keys(10), {v}, push_back(ready, KEYS[8]))
   return 'OK'
 end
 local inc = tonumber(ARGV[4])

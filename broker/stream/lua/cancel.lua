@@ -66,7 +66,7 @@ for _, e in ipairs(r) do
         redis.call('DEL', KEYS[3])
       end
       local vs, admit = collect()
-      group_release_if(G, {id}, admit)
+      group_end(G, {entry_body(e[2])}, admit)
       append_all(stream, group, KEYS[3], vs)
       return {1, ''}
     end

@@ -93,7 +93,7 @@ if redis.call('XLEN', stream) == 0 then
   redis.call('DEL', KEYS[7])
 end
 local vs, admit = collect()
-group_release_if(group_keys(11), {group_message_id(m)}, admit)
+group_end(group_keys(11), {m}, admit)
 append_all(stream, group, KEYS[7], vs)
 if tonumber(ARGV[8]) > 0 then
   record_put(KEYS[8], KEYS[9], KEYS[10], now, ARGV[11], ARGV[9], ARGV[8], ARGV[10])

@@ -158,7 +158,7 @@ if ARGV[5] ~= '' then
     end
     if canceled[id] then
       dropped[#dropped + 1] = id
-      ended[#ended + 1] = group_message_id(m)
+      ended[#ended + 1] = m
     elseif maxRecoveries > 0 and n >= maxRecoveries then
       local mid = ''
       if d then
@@ -166,7 +166,7 @@ if ARGV[5] ~= '' then
         m = '1,' .. d .. ',' .. a .. ',' .. n .. ',' .. string.sub(m, pos)
       end
       poisoned[#poisoned + 1] = id
-      ended[#ended + 1] = group_message_id(m)
+      ended[#ended + 1] = m
       records[#records + 1] = {n, m}
       out[#out + 1] = id
       out[#out + 1] = mid
@@ -204,7 +204,7 @@ if ARGV[5] ~= '' then
     redis.call('DEL', KEYS[6])
   end
   local vs, admit = collect()
-  group_release_if(group_keys(8), ended, admit)
+  group_end(group_keys(8), ended, admit)
   append_all(stream, group, KEYS[6], vs)
 end
 

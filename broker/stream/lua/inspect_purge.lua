@@ -29,7 +29,7 @@ local ids, jobs = {}, {}
 for _, e in ipairs(redis.call('XRANGE', stream, '(' .. last, '+', 'COUNT', tonumber(ARGV[2]))) do
   ids[#ids + 1] = e[1]
   if grouped then
-    jobs[#jobs + 1] = group_message_id(entry_body(e[2]))
+    jobs[#jobs + 1] = entry_body(e[2])
   end
 end
 if #ids > 0 then
@@ -37,7 +37,7 @@ if #ids > 0 then
 end
 if grouped then
   local vs, admit = collect()
-  group_release(G, jobs, admit)
+  group_end(G, jobs, admit)
   append_all(stream, group, KEYS[2], vs)
 end
 return {#ids, held}

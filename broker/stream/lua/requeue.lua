@@ -113,7 +113,7 @@ for i = 4, #ARGV, 3 do
       redis.call('XDEL', stream, id)
       if canceled[id] then
         redis.call('ZREM', KEYS[7], id)
-        ended[#ended + 1] = mid
+        ended[#ended + 1] = m
         status = 'OK'
         a = nil
       end
@@ -144,6 +144,6 @@ if added then
   redis.call('ZADD', KEYS[6], 0, 'w')
 end
 local vs, admit = collect()
-group_release_if(group_keys(8), ended, admit)
+group_end(group_keys(8), ended, admit)
 append_all(stream, group, KEYS[6], vs)
 return out

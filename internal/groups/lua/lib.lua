@@ -74,7 +74,13 @@ local function group_pump(G, g, a, l, admit)
   if #ms == 0 then
     return a, false
   end
-  local vs = redis.call('HMGET', G.msgs, unpack(ms))
+  local vs = {}
+  for i = 1, #ms, CHUNK do
+    local part = redis.call('HMGET', G.msgs, unpack(ms, i, math.min(i + CHUNK - 1, #ms)))
+    for j = 1, #part do
+      vs[#vs + 1] = part[j]
+    end
+  end
   bulk('ZREM', G.wait, ms)
   bulk('HDEL', G.msgs, ms)
   for i = 1, #ms do
@@ -132,13 +138,14 @@ local function group_release(G, ids, admit)
   if #ids == 0 then
     return 0
   end
-  local order, dec, done = {}, {}, {}
+  local order, dec, done, seen = {}, {}, {}, {}
   for i = 1, #ids, CHUNK do
     local part = {unpack(ids, i, math.min(i + CHUNK - 1, #ids))}
     local vals = redis.call('HMGET', G.jobs, unpack(part))
     for j = 1, #part do
       local s = vals[j]
-      if s and string.sub(s, 1, 1) == 'a' then
+      if s and string.sub(s, 1, 1) == 'a' and not seen[part[j]] then
+        seen[part[j]] = true
         local g = string.sub(s, 2)
         if not dec[g] then
           order[#order + 1] = g
@@ -206,13 +213,53 @@ local function group_release(G, ids, admit)
   return #done
 end
 
--- group_release_if is group_release for a script that does not know
--- whether the queue has grouped jobs: one EXISTS when it has none.
-local function group_release_if(G, ids, admit)
-  if #ids == 0 or redis.call('EXISTS', G.jobs) == 0 then
+-- group_suffix returns how the stored message of a job of group g ends:
+-- internal/codec writes the group last, as the header broker.HeaderGroup
+-- ("conveyor-group", 14 bytes), its length a uvarint (a group name is at
+-- most 128 bytes: one or two bytes).
+local function group_suffix(g)
+  local n = #g
+  local len = string.char(n)
+  if n >= 128 then
+    len = string.char(n % 128 + 128, math.floor(n / 128))
+  end
+  return '\14conveyor-group' .. len .. g
+end
+
+-- group_end releases the groups of the jobs whose stored messages vs (a
+-- list; false entries are skipped) end, for a script that holds the
+-- messages and does not know whether they are grouped: one EXISTS when the
+-- queue has no grouped job. A message is released only when it is the
+-- admitted job itself, its ID admitted to a group and its stored form
+-- carrying that group, so that a plain job that shares an ID with a
+-- grouped one releases nothing. It returns the number released.
+local function group_end(G, vs, admit)
+  if #vs == 0 or redis.call('EXISTS', G.jobs) == 0 then
     return 0
   end
-  return group_release(G, ids, admit)
+  local ids, ms = {}, {}
+  for i = 1, #vs do
+    local id = vs[i] and group_message_id(vs[i])
+    if id then
+      ids[#ids + 1] = id
+      ms[#ms + 1] = vs[i]
+    end
+  end
+  local ending = {}
+  for i = 1, #ids, CHUNK do
+    local states = redis.call('HMGET', G.jobs, unpack(ids, i, math.min(i + CHUNK - 1, #ids)))
+    for j = 1, #states do
+      local s = states[j]
+      if s and string.sub(s, 1, 1) == 'a' then
+        local suffix = group_suffix(string.sub(s, 2))
+        local v = ms[i + j - 1]
+        if string.sub(v, -#suffix) == suffix then
+          ending[#ending + 1] = ids[i + j - 1]
+        end
+      end
+    end
+  end
+  return group_release(G, ending, admit)
 end
 
 -- group_unwait removes job id from its group's line when it waits there,

@@ -18,9 +18,6 @@ end
 local v = redis.call('HGET', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
 if v then
-  local id = group_message_id(v)
-  if id then
-    group_release_if(group_keys(3), {id}, to_target(KEYS[7], ARGV[2], ARGV[3], KEYS[8]))
-  end
+  group_end(group_keys(3), {v}, to_target(KEYS[7], ARGV[2], ARGV[3], KEYS[8]))
 end
 return 1

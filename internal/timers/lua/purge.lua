@@ -21,18 +21,12 @@ if #ids > 0 then
   local grouped = redis.call('EXISTS', G.jobs) == 1
   local jobs = {}
   if grouped then
-    local vs = redis.call('HMGET', timers, unpack(ids))
-    for i = 1, #vs do
-      local id = vs[i] and group_message_id(vs[i])
-      if id then
-        jobs[#jobs + 1] = id
-      end
-    end
+    jobs = redis.call('HMGET', timers, unpack(ids))
   end
   redis.call('ZREM', delayed, unpack(ids))
   redis.call('HDEL', timers, unpack(ids))
   if grouped then
-    group_release(G, jobs, to_target(KEYS[7], ARGV[2], ARGV[3], KEYS[8]))
+    group_end(G, jobs, to_target(KEYS[7], ARGV[2], ARGV[3], KEYS[8]))
   end
 end
 return {#ids, held}

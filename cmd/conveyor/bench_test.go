@@ -51,12 +51,12 @@ func TestParseBenchFlags(t *testing.T) {
 	t.Parallel()
 	o, err := parseBench([]string{"-n", "500", "-payload", "64", "-concurrency", "8", "-batch", "10",
 		"-driver", "stream", "-workload", "memory, e2e,memory", "-redis", "redis://h:1/3", "-json", "-prefix", "p1",
-		"-rate", "100", "-duration", "1s", "-timers", "50", "-window", "500ms", "-idle", "2s", "-pools", "7", "-split", "4"}, &bytes.Buffer{}, noEnv)
+		"-rate", "100", "-duration", "1s", "-timers", "50", "-window", "500ms", "-idle", "2s", "-pools", "7", "-split", "4", "-groups", "40"}, &bytes.Buffer{}, noEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := benchkit.Config{N: 500, Payload: 64, Concurrency: 8, Batch: 10, Rate: 100, Duration: time.Second,
-		Timers: 50, Window: 500 * time.Millisecond, Idle: 2 * time.Second, Pools: 7, Split: 4, Timeout: 5 * time.Minute}
+		Timers: 50, Window: 500 * time.Millisecond, Idle: 2 * time.Second, Pools: 7, Split: 4, Groups: 40, Timeout: 5 * time.Minute}
 	if o.cfg != want {
 		t.Errorf("cfg = %+v, want %+v", o.cfg, want)
 	}

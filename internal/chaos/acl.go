@@ -52,6 +52,9 @@ var aclCommands = map[string][]string{
 		// Records of finished jobs (internal/records): their retention and
 		// reads. Check asks for them, though no chaos pool keeps records.
 		"zpopmin", "zcount", "hsetnx",
+		// FIFO groups (internal/groups): their lines. Check asks for them,
+		// though no chaos job has a group.
+		"zrangebylex",
 	},
 	"stream": {
 		"ping", "evalsha", "eval", "xadd", "xreadgroup", "xread", "exists", "xgroup|create", "sadd", "subscribe",
@@ -71,6 +74,9 @@ var aclCommands = map[string][]string{
 		// Records of finished jobs (internal/records): their retention and
 		// reads. Check asks for them, though no chaos pool keeps records.
 		"zpopmin", "zcount", "hsetnx",
+		// FIFO groups (internal/groups): the job index and their lines.
+		// Check asks for them, though no chaos job has a group.
+		"hexists", "zrangebylex",
 	},
 }
 

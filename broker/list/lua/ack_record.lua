@@ -40,6 +40,6 @@ if #oks > 0 then
   end
   local vs, admit = collect()
   group_release(group_keys(10), grouped, admit)
-  push_all(KEYS[8], KEYS[9], vs)
+  push_to(KEYS[8], 'list', nil, KEYS[9], vs)
 end
 return lost

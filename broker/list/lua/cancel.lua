@@ -47,7 +47,9 @@ if ARGV[1] == 'ready' then
     if pos and string.sub(vs[i], pos, pos + #needle - 1) == needle then
       redis.call('LREM', KEYS[1], 1, vs[i])
       if grouped then
-        group_end(G, {vs[i]}, push_back(KEYS[1], KEYS[4]))
+        local admitted, admit = collect()
+        group_end(G, {vs[i]}, admit)
+        push_to(KEYS[1], 'list', nil, KEYS[4], admitted)
       end
       if redis.call('LLEN', KEYS[1]) == 0 then
         redis.call('DEL', KEYS[4])

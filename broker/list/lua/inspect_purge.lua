@@ -21,6 +21,8 @@ if n > 0 then
     vs = redis.call('LRANGE', KEYS[1], -n, -1)
   end
   redis.call('LTRIM', KEYS[1], 0, -(n + 1))
-  group_end(G, vs, push_back(KEYS[1], KEYS[2]))
+  local admitted, admit = collect()
+  group_end(G, vs, admit)
+  push_to(KEYS[1], 'list', nil, KEYS[2], admitted)
 end
 return {n, held}

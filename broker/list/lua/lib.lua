@@ -108,32 +108,6 @@ local function lost_status(rec, r)
   return 'GONE'
 end
 
--- push_back is an admit function for internal/groups: the job joins the
--- back of ready, and the wake signal wk is set.
-local function push_back(ready, wk)
-  return function(v)
-    redis.call('LPUSH', ready, v)
-    wake(wk)
-  end
-end
-
--- collect returns a list and an admit function for internal/groups that
--- appends to it, for a caller that pushes what was admitted at once
--- (push_all): one LPUSH and one wake for a batch.
-local function collect()
-  local vs = {}
-  return vs, function(v) vs[#vs + 1] = v end
-end
-
--- push_all pushes vs to the back of ready, in order, and sets the wake
--- signal wk, when vs holds any.
-local function push_all(ready, wk, vs)
-  if #vs > 0 then
-    bulk('LPUSH', ready, vs)
-    wake(wk)
-  end
-end
-
 -- reclaim takes up to limit leases that ran out by now off the lease ZSET
 -- and their messages off the inflight HASH, earliest deadline first,
 -- counting a recovery on each. A crash recovery is not a handler failure:
@@ -211,7 +185,9 @@ local function reclaim(ready, lease, inflight, rec, marks, dl, maxrec, now, limi
     rev[#rev + 1] = back[i]
   end
   bulk('RPUSH', ready, rev)
-  group_end(G, ended, function(v) redis.call('LPUSH', ready, v) end)
+  local vs, admit = collect()
+  group_end(G, ended, admit)
+  push_to(ready, 'list', nil, nil, vs)
   return #back, poisoned
 end
 

@@ -44,5 +44,7 @@ if #back > 0 then
   bulk('RPUSH', ready, back)
   wake(KEYS[5])
 end
-group_end(group_keys(7), ended, push_back(ready, KEYS[5]))
+local admitted, admit = collect()
+group_end(group_keys(7), ended, admit)
+push_to(ready, 'list', nil, KEYS[5], admitted)
 return lost

@@ -60,7 +60,9 @@ end
 redis.call('HDEL', inflight, r)
 if canceled_among(KEYS[9], {r})[r] then
   redis.call('ZREM', KEYS[9], r)
-  group_end(group_keys(10), {v}, push_back(ready, KEYS[8]))
+  local admitted, admit = collect()
+  group_end(group_keys(10), {v}, admit)
+  push_to(ready, 'list', nil, KEYS[8], admitted)
   return 'OK'
 end
 local inc = tonumber(ARGV[4])

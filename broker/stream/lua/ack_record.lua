@@ -56,5 +56,5 @@ for k = 1, #out do
 end
 local vs, admit = collect()
 group_release(group_keys(8), ended, admit)
-append_all(KEYS[1], ARGV[1], KEYS[4], vs)
+push_to(KEYS[1], 'stream', ARGV[1], KEYS[4], vs)
 return out

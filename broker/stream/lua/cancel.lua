@@ -67,7 +67,7 @@ for _, e in ipairs(r) do
       end
       local vs, admit = collect()
       group_end(G, {entry_body(e[2])}, admit)
-      append_all(stream, group, KEYS[3], vs)
+      push_to(stream, 'stream', group, KEYS[3], vs)
       return {1, ''}
     end
     if redis.call('XPENDING', stream, group, e[1], e[1], 1)[1] then

@@ -94,7 +94,7 @@ if redis.call('XLEN', stream) == 0 then
 end
 local vs, admit = collect()
 group_end(group_keys(11), {m}, admit)
-append_all(stream, group, KEYS[7], vs)
+push_to(stream, 'stream', group, KEYS[7], vs)
 if tonumber(ARGV[8]) > 0 then
   record_put(KEYS[8], KEYS[9], KEYS[10], now, ARGV[11], ARGV[9], ARGV[8], ARGV[10])
 end

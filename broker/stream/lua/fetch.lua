@@ -205,7 +205,7 @@ if ARGV[5] ~= '' then
   end
   local vs, admit = collect()
   group_end(group_keys(8), ended, admit)
-  append_all(stream, group, KEYS[6], vs)
+  push_to(stream, 'stream', group, KEYS[6], vs)
 end
 
 if exists and got == 0 then

@@ -38,6 +38,6 @@ end
 if grouped then
   local vs, admit = collect()
   group_end(G, jobs, admit)
-  append_all(stream, group, KEYS[2], vs)
+  push_to(stream, 'stream', group, KEYS[2], vs)
 end
 return {#ids, held}

@@ -22,30 +22,6 @@ local function entry_body(fields)
   return ''
 end
 
--- collect returns a list and an admit function for internal/groups that
--- appends to it, for a caller that appends what was admitted at once
--- (append_all): one EXISTS and one wake for a batch, not one per job.
-local function collect()
-  local vs = {}
-  return vs, function(v) vs[#vs + 1] = v end
-end
-
--- append_all appends the stored messages vs to the stream, in order (the
--- stream created with its consumer group group when missing, as
--- enqueue.lua does), and sets the wake signal wk, when vs holds any.
-local function append_all(stream, group, wk, vs)
-  if #vs == 0 then
-    return
-  end
-  if redis.call('EXISTS', stream) == 0 then
-    redis.call('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
-  end
-  for i = 1, #vs do
-    redis.call('XADD', stream, '*', 'm', vs[i])
-  end
-  redis.call('ZADD', wk, 0, 'w')
-end
-
 -- lost_status returns the status of a settle of the delivery of entry id
 -- with delivery count count, whose entry is not pending in the group (the
 -- caller looked, or the stream is gone): "LEASE_LOST" when the entry is

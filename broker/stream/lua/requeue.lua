@@ -145,5 +145,5 @@ if added then
 end
 local vs, admit = collect()
 group_end(group_keys(8), ended, admit)
-append_all(stream, group, KEYS[6], vs)
+push_to(stream, 'stream', group, KEYS[6], vs)
 return out

@@ -53,11 +53,33 @@ end
 -- group_message_id returns the ID of stored message v (internal/codec's
 -- header), nil when v is none.
 local function group_message_id(v)
-  local _, e, n = string.find(v, '^1,%d+,%d+,%d+,(%d+):')
-  if not e then
-    return nil
+  local pos = string.match(v, '^1,%d+,%d+,%d+,()')
+  return pos and stored_id(v, pos)
+end
+
+-- group_let_in takes the line members ms out of the lines and admits their
+-- jobs, in order: each stored message goes to admit(v), and its ID is
+-- indexed as admitted to its group, of[i] for ms[i].
+local function group_let_in(G, ms, of, admit)
+  local admitted = {}
+  for i = 1, #ms, CHUNK do
+    local vs = redis.call('HMGET', G.msgs, unpack(ms, i, math.min(i + CHUNK - 1, #ms)))
+    for j = 1, #vs do
+      local v = vs[j]
+      -- Every member has its message unless someone wrote the keys by hand.
+      if v then
+        local id = group_message_id(v)
+        if id then
+          admitted[#admitted + 1] = id
+          admitted[#admitted + 1] = 'a' .. of[i + j - 1]
+        end
+        admit(v)
+      end
+    end
   end
-  return string.sub(v, e + 1, e + tonumber(n))
+  bulk('ZREM', G.wait, ms)
+  bulk('HDEL', G.msgs, ms)
+  bulk('HSET', G.jobs, admitted)
 end
 
 -- group_pump admits waiting jobs of group g, oldest first, while fewer than
@@ -71,31 +93,12 @@ local function group_pump(G, g, a, l, admit)
   local lo, hi = group_line(g)
   local want = l - a
   local ms = redis.call('ZRANGEBYLEX', G.wait, lo, hi, 'LIMIT', 0, want)
-  if #ms == 0 then
-    return a, false
-  end
-  local vs = {}
-  for i = 1, #ms, CHUNK do
-    local part = redis.call('HMGET', G.msgs, unpack(ms, i, math.min(i + CHUNK - 1, #ms)))
-    for j = 1, #part do
-      vs[#vs + 1] = part[j]
-    end
-  end
-  bulk('ZREM', G.wait, ms)
-  bulk('HDEL', G.msgs, ms)
+  local of = {}
   for i = 1, #ms do
-    local v = vs[i]
-    -- Every member has its message unless someone wrote the keys by hand.
-    if v then
-      local id = group_message_id(v)
-      if id then
-        redis.call('HSET', G.jobs, id, 'a' .. g)
-      end
-      admit(v)
-      a = a + 1
-    end
+    of[i] = g
   end
-  return a, #ms == want
+  group_let_in(G, ms, of, admit)
+  return a + #ms, #ms == want
 end
 
 -- group_hold takes job id of group g (limit l >= 1), stored message v:
@@ -187,27 +190,7 @@ local function group_release(G, ids, admit)
       end
     end
   end
-  if #members > 0 then
-    local admitted = {}
-    for i = 1, #members, CHUNK do
-      local vs = redis.call('HMGET', G.msgs, unpack(members, i, math.min(i + CHUNK - 1, #members)))
-      for j = 1, #vs do
-        local v = vs[j]
-        -- Every member has its message unless someone wrote the keys by hand.
-        if v then
-          local id = group_message_id(v)
-          if id then
-            admitted[#admitted + 1] = id
-            admitted[#admitted + 1] = 'a' .. of[i + j - 1]
-          end
-          admit(v)
-        end
-      end
-    end
-    bulk('ZREM', G.wait, members)
-    bulk('HDEL', G.msgs, members)
-    bulk('HSET', G.jobs, admitted)
-  end
+  group_let_in(G, members, of, admit)
   bulk('HSET', G.state, keep)
   bulk('HDEL', G.state, drop)
   return #done

@@ -18,6 +18,8 @@ end
 local v = redis.call('HGET', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
 if v then
-  group_end(group_keys(3), {v}, to_target(KEYS[7], ARGV[2], ARGV[3], KEYS[8]))
+  local vs, admit = collect()
+  group_end(group_keys(3), {v}, admit)
+  push_to(KEYS[7], ARGV[2], ARGV[3], KEYS[8], vs)
 end
 return 1

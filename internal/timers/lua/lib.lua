@@ -188,23 +188,34 @@ local function enqueue_each(delayed, timers, first, ready, stride)
   return dups
 end
 
--- to_target returns a function that appends a stored message to a queue's
--- ready structure: target, a LIST (mode "list": LPUSH, the back of the
--- queue) or a STREAM (mode "stream": XADD field "m", the stream and its
--- consumer group group created when missing), setting the wake signal wk
--- (a ZSET, internal/wake) when it is given.
-local function to_target(target, mode, group, wk)
-  return function(v)
-    if mode == 'stream' then
-      if redis.call('EXISTS', target) == 0 then
-        redis.call('XGROUP', 'CREATE', target, group, '0', 'MKSTREAM')
-      end
-      redis.call('XADD', target, '*', 'm', v)
-    else
-      redis.call('LPUSH', target, v)
+-- collect returns a list and a function that appends to it: the admit
+-- function internal/groups' helpers call, for a caller that then pushes
+-- what they admitted at once (push_to).
+local function collect()
+  local vs = {}
+  return vs, function(v) vs[#vs + 1] = v end
+end
+
+-- push_to appends the stored messages vs, in order, to a queue's ready
+-- structure target: a LIST (mode "list": LPUSH, the back of the queue) or
+-- a STREAM (mode "stream": XADD field "m", the stream and its consumer
+-- group group created when missing), and sets the wake signal wk (a ZSET,
+-- internal/wake) when it is given; nothing when vs is empty.
+local function push_to(target, mode, group, wk, vs)
+  if #vs == 0 then
+    return
+  end
+  if mode == 'stream' then
+    if redis.call('EXISTS', target) == 0 then
+      redis.call('XGROUP', 'CREATE', target, group, '0', 'MKSTREAM')
     end
-    if wk then
-      redis.call('ZADD', wk, 0, 'w')
+    for i = 1, #vs do
+      redis.call('XADD', target, '*', 'm', vs[i])
     end
+  else
+    bulk('LPUSH', target, vs)
+  end
+  if wk then
+    redis.call('ZADD', wk, 0, 'w')
   end
 end

@@ -39,21 +39,7 @@ if #ids > 0 then
       end
     end
   end
-  if #vs > 0 then
-    if ARGV[2] == 'stream' then
-      if redis.call('EXISTS', target) == 0 then
-        redis.call('XGROUP', 'CREATE', target, ARGV[3], '0', 'MKSTREAM')
-      end
-      for i = 1, #vs do
-        redis.call('XADD', target, '*', 'm', vs[i])
-      end
-    else
-      bulk('LPUSH', target, vs)
-    end
-    if KEYS[4] then
-      redis.call('ZADD', KEYS[4], 0, 'w')
-    end
-  end
+  push_to(target, ARGV[2], ARGV[3], KEYS[4], vs)
   bulk('ZREM', delayed, ids)
   bulk('HDEL', timers, ids)
   n = #vs

@@ -26,7 +26,9 @@ if #ids > 0 then
   redis.call('ZREM', delayed, unpack(ids))
   redis.call('HDEL', timers, unpack(ids))
   if grouped then
-    group_end(G, jobs, to_target(KEYS[7], ARGV[2], ARGV[3], KEYS[8]))
+    local vs, admit = collect()
+    group_end(G, jobs, admit)
+    push_to(KEYS[7], ARGV[2], ARGV[3], KEYS[8], vs)
   end
 end
 return {#ids, held}

@@ -106,9 +106,9 @@ func (e *DuplicateError) Error() string {
 		return fmt.Sprintf("conveyor: message refused: queue %q has a message holding unique key %q", e.Queue, e.Key)
 	case e.Key != "":
 		return fmt.Sprintf("conveyor: message %q refused: queue %q has a message holding unique key %q", e.ID, e.Queue, e.Key)
-	case e.Message != nil && e.Message.Group != "" && e.Message.RunAt.IsZero() && e.ID == "":
+	case e.Message != nil && e.Message.Group != "" && e.ID == "":
 		return fmt.Sprintf("conveyor: message refused: queue %q already has a grouped job with its ID", e.Queue)
-	case e.Message != nil && e.Message.Group != "" && e.Message.RunAt.IsZero():
+	case e.Message != nil && e.Message.Group != "":
 		return fmt.Sprintf("conveyor: queue %q already has a grouped job %q", e.Queue, e.ID)
 	case e.ID == "":
 		return fmt.Sprintf("conveyor: message refused: queue %q already has a pending timer with its ID", e.Queue)

@@ -48,9 +48,3 @@ func (k Keys) List() []string { return []string{k.Jobs, k.State, k.Wait, k.Msgs}
 func Limit(m *broker.Message) int {
 	return max(m.GroupLimit, 1)
 }
-
-// Grouped reports whether the delivered message m belongs to a group (its
-// stored header says so), so that its settle must let the next one in.
-func Grouped(m *broker.Message) bool {
-	return m.Group != ""
-}

@@ -333,7 +333,7 @@ func EnqueueArgs(k Keys, keys []string, args []any, msgs []*broker.Message, stri
 		}
 		args = append(args, In(m.RunAt), m.ID, stored(m), u, ttl)
 		if stride == GroupedStride {
-			args = append(args, m.Group, max(m.GroupLimit, 1))
+			args = append(args, m.Group, groups.Limit(m))
 		}
 	}
 	return keys, args

@@ -74,7 +74,10 @@ func TestLostSettleReplyPastDeadline(t *testing.T) {
 			}
 
 			// Another consumer's fetch reclaims the expired lease of
-			// reclaimed; the settle sent after it does not land.
+			// reclaimed; the settle sent after it does not land. The
+			// lease runs out by the server's clock, which started it a
+			// little after LeaseDeadline's local start.
+			waitServerPast(t, direct, e.key("q", "lease"), reclaimed.Receipt)
 			if got := fetch(t, other, 1); len(got) != 1 || got[0].ID != "reclaimed" || got[0].Recoveries != 1 {
 				t.Fatalf("the other consumer fetched %v, want the reclaimed delivery", ids(got))
 			}
@@ -119,6 +122,28 @@ func loseReply(t *testing.T, px *redistest.Proxy, d *broker.Delivery, settle fun
 	px.DropReplyTo(d.Receipt)
 	if err := settle(); err == nil {
 		t.Fatalf("the proxy did not lose the reply to the settle of %s", d.ID)
+	}
+}
+
+// waitServerPast returns once the server's clock is past the lease
+// deadline of receipt in the lease ZSET key.
+func waitServerPast(t *testing.T, c *redis.Client, key, receipt string) {
+	t.Helper()
+	ctx := context.Background()
+	ms, err := c.ZScore(ctx, key, receipt).Result()
+	if err != nil {
+		t.Fatalf("the lease of %s: %v", receipt, err)
+	}
+	deadline := time.UnixMilli(int64(ms))
+	for {
+		now, err := c.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now.After(deadline) {
+			return
+		}
+		<-time.After(deadline.Sub(now) + time.Millisecond)
 	}
 }
 

@@ -48,6 +48,9 @@ type Capabilities struct {
 	// fleet-wide). A driver without it refuses a message with a Group
 	// (ErrUnsupported) rather than run it out of order.
 	Groups bool
+	// Limits: fleet-wide concurrency limits per queue and per kind are
+	// honoured (the driver implements Limiter).
+	Limits bool
 }
 
 // ConsumerOptions configure one Consumer. The zero value is valid.

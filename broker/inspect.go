@@ -102,6 +102,10 @@ type QueueSizes struct {
 	// (Message.Group): not in the queue yet, each let in when a job of its
 	// group ends.
 	Grouped int64
+	// Limited counts the jobs waiting for a slot of a concurrency limit
+	// (Limiter): fetched once, not delivered, each let in when a slot of
+	// its limit comes back.
+	Limited int64
 	// Processed counts the jobs acked since the queue's counters began:
 	// cumulative, never reset. Rates come from sampling it twice.
 	Processed int64

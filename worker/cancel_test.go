@@ -195,16 +195,8 @@ func cancelChild(t *testing.T, idx string) {
 		}
 		return ctx.Err() // an error: without the cancel, a retry
 	})
-	p, err := worker.NewPool(d, h, &worker.Config{
+	runChild(t, d, h, &worker.Config{
 		Queue: "q", Concurrency: 1, VisibilityTimeout: cancelLease,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger: childLog(slog.LevelWarn),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := proctest.UntilStdinCloses()
-	defer cancel()
-	if err := p.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
 }

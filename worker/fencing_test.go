@@ -160,18 +160,10 @@ func fenceChild(t *testing.T, idx string) {
 		report := fmt.Sprintf("%t|%v|%t|%v", errors.Is(ackErr, conveyor.ErrLeaseLost), ackErr, errors.Is(cause, conveyor.ErrLeaseLost), cause)
 		return rdb.RPush(bg, f.result(), report).Err()
 	})
-	p, err := worker.NewPool(d, h, &worker.Config{
+	runChild(t, d, h, &worker.Config{
 		Queue: "q", Concurrency: 1, VisibilityTimeout: fenceLease,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger: childLog(slog.LevelWarn),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := proctest.UntilStdinCloses()
-	defer cancel()
-	if err := p.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // blpop waits for an element of a Redis list for up to timeout.

@@ -300,17 +300,9 @@ func groupKillChild(t *testing.T, idx string) {
 		}
 		return nil
 	})
-	p, err := worker.NewPool(d, h, &worker.Config{
+	runChild(t, d, h, &worker.Config{
 		Queue: "q", Concurrency: groupKillConcurrency, VisibilityTimeout: groupKillLease, HeartbeatInterval: groupKillHeartbeat,
 		MaxAttempts: 5, Backoff: func(int) time.Duration { return 20 * time.Millisecond },
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+		Logger: childLog(slog.LevelError),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := proctest.UntilStdinCloses()
-	defer cancel()
-	if err := p.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
 }

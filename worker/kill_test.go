@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor"
+	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/internal/proctest"
 	"github.com/conveyorq/conveyor/internal/redistest"
@@ -322,18 +323,10 @@ func killChild(t *testing.T, idx string) {
 		})
 		return err
 	})
-	p, err := worker.NewPool(d, h, &worker.Config{
+	runChild(t, d, h, &worker.Config{
 		Queue: "q", Concurrency: killConcurrency, VisibilityTimeout: killLease, HeartbeatInterval: killHeartbeat,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger: childLog(slog.LevelWarn),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := proctest.UntilStdinCloses()
-	defer cancel()
-	if err := p.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // inFlight describes what the queue still holds ready, in flight or delayed;
@@ -444,3 +437,23 @@ func asArgs(ss []string) []any {
 }
 
 func firstFew(ss []string, n int) []string { return ss[:min(n, len(ss))] }
+
+// runChild runs a pool of d, h and cfg in a worker process of a test,
+// until the test that started it closes its stdin.
+func runChild(t *testing.T, d broker.Driver, h conveyor.Handler, cfg *worker.Config) {
+	p, err := worker.NewPool(d, h, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := proctest.UntilStdinCloses()
+	defer cancel()
+	if err := p.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// childLog is the logger of a test's worker process: to stderr, which the
+// test shows when the process fails, from level on.
+func childLog(level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}

@@ -218,16 +218,8 @@ func poisonChild(t *testing.T, idx string) {
 		}
 		return rdb.RPush(ctx, w.acked(), string(job.Payload)).Err()
 	})
-	p, err := worker.NewPool(d, h, &worker.Config{
+	runChild(t, d, h, &worker.Config{
 		Queue: "q", Concurrency: 4, VisibilityTimeout: poisonLease,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger: childLog(slog.LevelWarn),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := proctest.UntilStdinCloses()
-	defer cancel()
-	if err := p.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
 }

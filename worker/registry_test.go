@@ -142,15 +142,7 @@ func registryChild(t *testing.T, idx string) {
 		<-ctx.Done() // held until the pool stops
 		return ctx.Err()
 	})
-	p, err := worker.NewPool(d, h, &worker.Config{
+	runChild(t, d, h, &worker.Config{
 		Queue: "q", Concurrency: regPerChild, RegistryInterval: regInterval, ShutdownGrace: 10 * time.Millisecond,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := proctest.UntilStdinCloses()
-	defer cancel()
-	if err := p.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
 }

@@ -109,6 +109,13 @@ var tests = []test{
 	{"GroupDuplicateID", groups, "Groups, AtLeastOnce, Delay and Discard", testGroupDuplicateID},
 	{"GroupCancel", groups, "Groups, AtLeastOnce, Delay and Discard", testGroupCancel},
 	{"GroupPurge", groups, "Groups, AtLeastOnce, Delay and Discard", testGroupPurge},
+	{"LimitUnsupported", unlimited, "nothing (it has Limits)", testLimitUnsupported},
+	{"LimitKind", limited, "Limits, AtLeastOnce, Delay and Discard", testLimitKind},
+	{"LimitQueue", limited, "Limits, AtLeastOnce, Delay and Discard", testLimitQueue},
+	{"LimitLeaseExpiry", limited, "Limits, AtLeastOnce, Delay and Discard", testLimitLeaseExpiry},
+	{"LimitRaise", limited, "Limits, AtLeastOnce, Delay and Discard", testLimitRaise},
+	{"LimitCancel", limited, "Limits, AtLeastOnce, Delay and Discard", testLimitCancel},
+	{"LimitInvalid", limited, "Limits, AtLeastOnce, Delay and Discard", testLimitInvalid},
 }
 
 // Run runs the conformance suite on the drivers f builds, as parallel

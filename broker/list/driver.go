@@ -17,6 +17,7 @@ import (
 	"github.com/conveyorq/conveyor/internal/groups"
 	"github.com/conveyorq/conveyor/internal/inspect"
 	"github.com/conveyorq/conveyor/internal/keys"
+	"github.com/conveyorq/conveyor/internal/limits"
 	"github.com/conveyorq/conveyor/internal/pause"
 	"github.com/conveyorq/conveyor/internal/records"
 	"github.com/conveyorq/conveyor/internal/registry"
@@ -71,7 +72,7 @@ func New(client redis.UniversalClient, cfg *Config) (*Driver, error) {
 
 // Capabilities reports what the list driver promises.
 func (d *Driver) Capabilities() broker.Capabilities {
-	return broker.Capabilities{AtLeastOnce: true, FIFO: true, Delay: true, Extend: true, Discard: true, Pause: true, Keep: true, Cancel: true, Records: true, Groups: true}
+	return broker.Capabilities{AtLeastOnce: true, FIFO: true, Delay: true, Extend: true, Discard: true, Pause: true, Keep: true, Cancel: true, Records: true, Groups: true, Limits: true}
 }
 
 // Open returns a consumer of queue. Its only I/O is adding queue to the
@@ -113,6 +114,7 @@ type queueKeys struct {
 	discards                                                                                                                 discards.Keys
 	records                                                                                                                  records.Keys
 	groups                                                                                                                   groups.Keys
+	limits                                                                                                                   limits.Keys
 	promoteTo                                                                                                                timers.Target
 
 	enqueue, fetch, ack, ackRecord, retry, release, discard, extend, reap, cancel []string
@@ -137,20 +139,22 @@ func newQueueKeys(prefix, queue string) *queueKeys {
 		discards:  discards.QueueKeys(prefix, queue),
 		records:   records.QueueKeys(prefix, queue),
 		groups:    groups.QueueKeys(prefix, queue),
+		limits:    limits.QueueKeys(prefix, queue),
 	}
-	g := k.groups.List()
+	g, l := k.groups.List(), k.limits.List()
 	k.dead, k.dropped, k.expired = k.discards.Dead, k.discards.Dropped, k.discards.Expired
 	k.delayed = k.timers.Delayed
 	k.promoteTo = timers.Target{Key: k.ready, Wake: k.wake}
 	k.enqueue = slices.Concat([]string{k.ready, k.delayed, k.lease, k.timers.Timers, k.wake}, g)
-	k.fetch = slices.Concat([]string{k.ready, k.lease, k.inflight, k.dead, k.dropped, k.expired, k.reclaimed, k.wake, k.canceled}, g)
-	k.ack = []string{k.lease, k.inflight, k.stats, k.reclaimed}
-	k.retry = slices.Concat([]string{k.ready, k.lease, k.inflight, k.delayed, k.timers.Timers, k.stats, k.reclaimed, k.wake, k.canceled}, g)
-	k.release = slices.Concat([]string{k.ready, k.lease, k.inflight, k.reclaimed, k.wake, k.canceled}, g)
-	k.ackRecord = slices.Concat(k.ack, k.records.List(), []string{k.ready, k.wake}, g)
-	k.discard = slices.Concat([]string{k.lease, k.inflight, k.dead, k.dropped, k.expired, k.stats, k.reclaimed}, k.records.List(), []string{k.ready, k.wake}, g)
+	k.fetch = slices.Concat([]string{k.ready, k.lease, k.inflight, k.dead, k.dropped, k.expired, k.reclaimed, k.wake, k.canceled}, g, l)
+	settled := []string{k.lease, k.inflight, k.stats, k.reclaimed}
+	k.ack = slices.Concat(settled, []string{k.ready, k.wake}, l)
+	k.retry = slices.Concat([]string{k.ready, k.lease, k.inflight, k.delayed, k.timers.Timers, k.stats, k.reclaimed, k.wake, k.canceled}, g, l)
+	k.release = slices.Concat([]string{k.ready, k.lease, k.inflight, k.reclaimed, k.wake, k.canceled}, g, l)
+	k.ackRecord = slices.Concat(settled, k.records.List(), []string{k.ready, k.wake}, g, l)
+	k.discard = slices.Concat([]string{k.lease, k.inflight, k.dead, k.dropped, k.expired, k.stats, k.reclaimed}, k.records.List(), []string{k.ready, k.wake}, g, l)
 	k.extend = []string{k.lease, k.canceled}
-	k.reap = slices.Concat([]string{k.ready, k.lease, k.inflight, k.dead, k.dropped, k.expired, k.reclaimed, k.wake, k.canceled}, g)
-	k.cancel = slices.Concat([]string{k.ready, k.inflight, k.canceled, k.wake}, g)
+	k.reap = slices.Concat([]string{k.ready, k.lease, k.inflight, k.dead, k.dropped, k.expired, k.reclaimed, k.wake, k.canceled}, g, l)
+	k.cancel = slices.Concat([]string{k.ready, k.inflight, k.canceled, k.wake}, g, l)
 	return k
 }

@@ -50,7 +50,7 @@ func (d *Driver) inspector() *inspect.Inspector {
 		SizesScript: inspectSizesScript,
 		SizesCall: func(q string, maxAge int64) ([]string, []any) {
 			k := d.keys(q)
-			return []string{k.ready, k.lease, k.delayed, k.dead, k.dropped, k.expired, k.stats, k.groups.Wait}, []any{maxAge}
+			return []string{k.ready, k.lease, k.delayed, k.dead, k.dropped, k.expired, k.stats, k.groups.Wait, k.limits.Wait}, []any{maxAge}
 		},
 		Page:      d.inspectPage,
 		FindStep:  d.inspectFind,
@@ -117,7 +117,7 @@ func (d *Driver) inspectFind(ctx context.Context, queue string, state broker.Job
 // inspectPurge is one inspect_purge.lua call.
 func (d *Driver) inspectPurge(ctx context.Context, queue string, n int) (int64, int64, error) {
 	k := d.keys(queue)
-	v, err := inspectPurgeScript.Run(ctx, d.client, slices.Concat([]string{k.ready, k.wake}, k.groups.List()), n)
+	v, err := inspectPurgeScript.Run(ctx, d.client, slices.Concat([]string{k.ready, k.wake}, k.groups.List(), k.limits.List()), n)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -3,13 +3,14 @@ package list
 // The methods below are those of the broker interfaces the driver
 // implements (broker.Timers, broker.Discards, broker.Records,
 // broker.Inspector, broker.QueueDeleter, broker.WorkerRegistry,
-// broker.Pauser), declared here so that their documentation is where a user of the driver looks.
+// broker.Pauser, broker.Limiter), declared here so that their documentation is where a user of the driver looks.
 
 import (
 	"context"
 	"time"
 
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/limits"
 )
 
 // Cancel removes the pending timer id of queue and reports whether it was
@@ -198,4 +199,24 @@ func (d *Driver) QueuePaused(ctx context.Context, queue string) (bool, error) {
 // ResumeQueue deletes queue's pause key. It implements broker.Pauser.
 func (d *Driver) ResumeQueue(ctx context.Context, queue string) error {
 	return d.Pauser.ResumeQueue(ctx, queue)
+}
+
+// SetLimit sets queue's fleet-wide concurrency limit for kind ("" for the
+// whole queue) to n, or removes it when n is 0, and lets in the waiting
+// jobs it has room for. It implements broker.Limiter.
+func (d *Driver) SetLimit(ctx context.Context, queue, kind string, n int) error {
+	if err := broker.ValidateLimit(queue, kind, n); err != nil {
+		return err
+	}
+	k := d.keys(queue)
+	return limits.Set(ctx, d.client, k.limits, limits.Target{Ready: k.ready, Mode: "list", Wake: k.wake}, queue, kind, n)
+}
+
+// Limits reports queue's concurrency limits with their slots held and jobs
+// waiting. It implements broker.Limiter.
+func (d *Driver) Limits(ctx context.Context, queue string) ([]broker.Limit, error) {
+	if err := broker.ValidateQueue(queue); err != nil {
+		return nil, err
+	}
+	return limits.Show(ctx, d.client, d.keys(queue).limits)
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/conveyorq/conveyor/internal/cancels"
 	"github.com/conveyorq/conveyor/internal/discards"
 	"github.com/conveyorq/conveyor/internal/groups"
+	"github.com/conveyorq/conveyor/internal/limits"
 	"github.com/conveyorq/conveyor/internal/reclaims"
 	"github.com/conveyorq/conveyor/internal/records"
 	"github.com/conveyorq/conveyor/internal/script"
@@ -45,8 +46,9 @@ var (
 // internal/discards' (discard records and their retention),
 // internal/reclaims' (the record of reclaimed leases), internal/cancels'
 // (the marks of cancelled deliveries), internal/records' (records of
-// finished jobs), internal/groups' (FIFO groups), then the driver's own.
-var lib = timers.Lib + discards.Lib + reclaims.Lib + cancels.Lib + records.Lib + groups.Lib + libLua
+// finished jobs), internal/groups' (FIFO groups), internal/limits'
+// (concurrency limits), then the driver's own.
+var lib = timers.Lib + discards.Lib + reclaims.Lib + cancels.Lib + records.Lib + groups.Lib + limits.Lib + libLua
 
 // The scripts are immutable after init; sharing them between drivers lets
 // every driver reuse the SHA the server already has.

@@ -54,6 +54,7 @@ func (d *Driver) needs() []redischeck.Need {
 		key("XAUTOCLAIM", s, g, "c", "0", "0"),
 		key("EXISTS", s),
 		redischeck.Key(k.paused, "EXISTS", k.paused),
+		redischeck.Key(k.limits.Max, "EXISTS", k.limits.Max),
 		key("DEL", s),
 	), slices.Concat(reclaims.Needs(k.reclaimed), cancels.Needs(k.canceled, k.cancels), records.Needs(k.records), workers.Needs(d.cfg.Prefix),
 		wake.Needs(k.wake), elect.Needs(k.keeper, k.heir))...)

@@ -14,13 +14,15 @@ import (
 
 // TestCheckAsksForEveryScriptCommand: Check asks the ACL for every command
 // the stream driver's scripts send (the shared timer and discard scripts'
-// list-only branches push with LPUSH, which the discard list needs too).
+// list-only branches push with LPUSH, which the discard list needs too;
+// the concurrency limits' list-only branch pushes with RPUSH, which no
+// stream script reaches).
 func TestCheckAsksForEveryScriptCommand(t *testing.T) {
 	t.Parallel()
 	have := neededCommands(t)
-	redistest.ScriptsCovered(t, have, nil,
+	redistest.ScriptsCovered(t, have, []string{"RPUSH"},
 		"lua", "../../internal/timers/lua", "../../internal/discards/lua", "../../internal/inspect/lua", "../../internal/reclaims/lua",
-		"../../internal/cancels/lua", "../../internal/records/lua", "../../internal/groups/lua")
+		"../../internal/cancels/lua", "../../internal/records/lua", "../../internal/groups/lua", "../../internal/limits/lua")
 }
 
 // neededCommands returns the commands Check asks for.

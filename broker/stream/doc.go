@@ -49,6 +49,14 @@
 //	               until a job of the group ends (ack, discard, poison,
 //	               cancel, purge); present only while the queue has grouped
 //	               jobs.
+//	p:{q}:limits, p:{q}:limit_state, p:{q}:limit_of, p:{q}:limit_wait,
+//	p:{q}:limit_msgs, p:{q}:limit_jobs
+//	               the queue's concurrency limits (internal/limits; the
+//	               Driver's broker.Limiter methods): each limit, its slots
+//	               held, which delivery holds which slots (by entry ID), and
+//	               the jobs waiting in each limit's line for a slot, outside
+//	               the stream; present only while the queue has a limit, a
+//	               slot held or a job waiting.
 //
 // # Leases and fencing
 //
@@ -105,6 +113,27 @@
 // hand while pending are dropped from the PEL by XAUTOCLAIM: the driver
 // logs their IDs at Warn and counts them in Stats().DeletedWhilePending, as
 // their messages are lost.
+//
+// # Concurrency limits
+//
+// Driver.SetLimit caps how many jobs of a queue, or of one kind in it, run
+// at once across the fleet. A delivery takes its slots when it is read,
+// before Fetch hands it out, and holds them under its entry ID; a takeover
+// keeps the entry ID, so a delivery taken over keeps its slots (none is
+// taken twice). An entry read over a limit is XACKed and XDELed and its job
+// waits in the limit's line, with no attempt counted. Every way a delivery
+// ends gives its slots back and appends the next waiting jobs to the
+// stream: Ack, Discard, Retry, Postpone, Release (the entry is gone, the
+// message stored again takes slots anew), a hand-back, and a takeover that
+// discards the entry as poison, removes it as cancelled or finds it
+// deleted. An entry whose lease expired keeps its slots: the consumer that
+// takes it over (after its own visibility timeout) runs it with them.
+// CancelJob removes a job waiting in a line.
+//
+// A queue without limits pays little: a plain read sends an EXISTS of the
+// limits key in its own round trip; settling sends one EXISTS per script
+// call; a blocking read that returns entries is followed by one more
+// script call (admit.lua), which reads the limits and returns at once.
 //
 // # Blocking
 //

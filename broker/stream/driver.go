@@ -13,6 +13,7 @@ import (
 	"github.com/conveyorq/conveyor/internal/groups"
 	"github.com/conveyorq/conveyor/internal/inspect"
 	"github.com/conveyorq/conveyor/internal/keys"
+	"github.com/conveyorq/conveyor/internal/limits"
 	"github.com/conveyorq/conveyor/internal/pause"
 	"github.com/conveyorq/conveyor/internal/records"
 	"github.com/conveyorq/conveyor/internal/registry"
@@ -82,6 +83,7 @@ func (d *Driver) Capabilities() broker.Capabilities {
 		Cancel:      true,
 		Records:     true,
 		Groups:      true,
+		Limits:      true,
 	}
 }
 
@@ -150,6 +152,7 @@ type queueKeys struct {
 	discards          discards.Keys
 	records           records.Keys
 	groups            groups.Keys
+	limits            limits.Keys
 }
 
 func (d *Driver) keys(queue string) queueKeys {
@@ -160,5 +163,6 @@ func (d *Driver) keys(queue string) queueKeys {
 		stats: k.Part("stats"), prune: k.Part("prune"), reclaimed: k.Part("reclaimed"),
 		keeper: k.Part("keeper"), heir: k.Part("keeper_heir"), wake: k.Part("wake"), reclaim: k.Part("reclaim"),
 		paused: pause.Key(d.cfg.Prefix, queue), canceled: cancels.Marks(d.cfg.Prefix, queue), cancels: cancels.Channel(d.cfg.Prefix, queue),
-		timers: t, discards: dk, records: records.QueueKeys(d.cfg.Prefix, queue), groups: groups.QueueKeys(d.cfg.Prefix, queue)}
+		timers: t, discards: dk, records: records.QueueKeys(d.cfg.Prefix, queue), groups: groups.QueueKeys(d.cfg.Prefix, queue),
+		limits: limits.QueueKeys(d.cfg.Prefix, queue)}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/conveyorq/conveyor/broker"
 )
 
@@ -29,4 +31,11 @@ func WithPrune(cfg *Config, idle, every time.Duration) *Config {
 // Driver.CancelJob does.
 func CancelStep(ctx context.Context, d *Driver, queue, id string, state broker.JobState, cursor string) (bool, string, error) {
 	return d.cancelStep(ctx, queue, id, state, cursor)
+}
+
+// Admit runs admission (admit.lua) over msgs, entries a plain XREADGROUP
+// read for c, as Fetch does after such a read, and returns those to hand
+// out.
+func Admit(ctx context.Context, c broker.Consumer, msgs []redis.XMessage) ([]redis.XMessage, error) {
+	return c.(*consumer).admit(ctx, msgs)
 }

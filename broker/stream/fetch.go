@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,12 +22,13 @@ import (
 // Each round is one round trip. A round that takes over expired leases (an
 // XAUTOCLAIM pass starts at most once per PollInterval and runs until done)
 // runs all of fetch.lua: reclaim, read new entries. Other rounds are one
-// plain XREADGROUP (see readNew). When a round finds
-// nothing, Fetch blocks in XREADGROUP ... BLOCK for at most PollInterval and
-// tries again (a promoter's XADD of a due timer wakes it at once);
-// when the stream does not exist yet it blocks on the stream's creation
-// instead. An idle consumer so sends about two commands per PollInterval.
-// A kept consumer (broker.ConsumerOptions.Kept) runs no pass of its own and
+// plain XREADGROUP (see readNew); on a queue with concurrency limits, a
+// round that reads entries takes a second round trip to admit them
+// (admit.go). When a round finds nothing, Fetch blocks in XREADGROUP ...
+// BLOCK for at most PollInterval and tries again (a promoter's XADD of a
+// due timer wakes it at once); when the stream does not exist yet it
+// blocks on the stream's creation instead. An idle consumer so sends about
+// two commands per PollInterval. A kept consumer (broker.ConsumerOptions.Kept) runs no pass of its own and
 // sleeps on the queue's wake signals instead (see wait and Driver.Upkeep):
 // one command a minute when idle. Before each of these waits, and before
 // each wait on a paused queue, Fetch calls broker.ConsumerOptions.Idle.
@@ -186,9 +188,10 @@ func (c *consumer) wait(ctx context.Context) (string, error) {
 type fetchResult struct {
 	ds       []*broker.Delivery
 	asked    int  // entries the round asked for
-	read     int  // entries read, including undecodable ones not in ds
+	read     int  // entries read, including undecodable and parked ones not in ds
 	claimed  bool // the round was a takeover pass
 	poisoned int  // entries discarded as poison instead of delivered
+	parked   int  // entries read that wait in a concurrency limit's line instead (fetch.lua only)
 	noStream bool
 }
 
@@ -269,7 +272,7 @@ func (c *consumer) round(ctx context.Context, max int) (fetchResult, error) {
 	}
 	res.claimed = true
 	n := len(rest) / 3
-	res.read, res.asked = n, max
+	res.read, res.asked = n+res.parked, max
 	if share && n == max {
 		next = "0-0" // the next consumer woken goes on (Fetch signals it)
 	}
@@ -312,12 +315,15 @@ func (c *consumer) round(ctx context.Context, max int) (fetchResult, error) {
 // hot path, outside Lua: handing entries through a script cost Redis about
 // as much again as reading them. XREADGROUP is one atomic command: an entry
 // it returns is in this consumer's pending list, like one fetch.lua reads;
-// it is sent once (see lost.go).
+// it is sent once (see lost.go). An EXISTS of the queue's limits key rides
+// in the same round trip, and when the queue has limits the entries go
+// through admission (see admit.go) before they are handed out.
 // NOGROUP means the stream does not exist (no enqueue created it yet, or
 // it was deleted by hand; Fetch then blocks on its creation) or, when it
 // does, that someone destroyed the group (fetchOnce recreates it).
 func (c *consumer) readNew(ctx context.Context, max int, start time.Time) (fetchResult, error) {
-	streams, err := c.readGroup(ctx, &redis.XReadGroupArgs{
+	gate := &limitGate{rdb: c.d.rdb, key: c.keys.limits.Max}
+	streams, err := c.readGroup(ctx, gate, &redis.XReadGroupArgs{
 		Group: c.d.cfg.Group, Consumer: c.name,
 		Streams: []string{c.keys.stream, ">"}, Count: int64(max), Block: -1, // -1: no BLOCK
 	})
@@ -344,6 +350,11 @@ func (c *consumer) readNew(ctx context.Context, max int, start time.Time) (fetch
 		return fetchResult{}, nil
 	}
 	res := fetchResult{read: len(msgs), asked: max}
+	if gate.limited() {
+		if msgs, err = c.admit(ctx, msgs); err != nil {
+			return fetchResult{}, err
+		}
+	}
 	deadline := start.Add(c.vt)
 	buf := make([]broker.Delivery, len(msgs))
 	res.ds = make([]*broker.Delivery, 0, len(msgs))
@@ -359,11 +370,12 @@ func (c *consumer) readNew(ctx context.Context, max int, start time.Time) (fetch
 // fetchKeys returns fetch.lua's KEYS.
 func (c *consumer) fetchKeys() []string {
 	k := c.keys
-	return append([]string{k.stream, k.dead, k.deadDropped, k.deadExpired, k.reclaimed, k.wake, k.canceled}, k.groups.List()...)
+	return slices.Concat([]string{k.stream, k.dead, k.deadDropped, k.deadExpired, k.reclaimed, k.wake, k.canceled}, k.groups.List(), k.limits.List())
 }
 
 // parseFetch parses fetch.lua's reply: the next XAUTOCLAIM cursor ("" when
-// the call did not reclaim) and the entries as flat triples. It reports the
+// the call did not reclaim) and the entries as flat triples, with the
+// number of entries parked in a concurrency limit's line. It reports the
 // entries XAUTOCLAIM found deleted and those discarded as poison.
 func (c *consumer) parseFetch(ctx context.Context, v any) (res fetchResult, next string, rest []any, err error) {
 	reply, ok := v.([]any)
@@ -371,11 +383,12 @@ func (c *consumer) parseFetch(ctx context.Context, v any) (res fetchResult, next
 		return res, "", nil, fmt.Errorf("fetch.lua: unexpected reply %T", v)
 	}
 	next, _ = reply[0].(string)
+	parked, _ := reply[1].(int64)
 	noStream, _ := reply[2].(int64)
 	ndel, _ := reply[3].(int64)
 	npoison, _ := reply[4].(int64)
 	rest = reply[5:]
-	if ndel < 0 || npoison < 0 || ndel+2*npoison > int64(len(rest)) || (len(rest)-int(ndel+2*npoison))%3 != 0 {
+	if parked < 0 || ndel < 0 || npoison < 0 || ndel+2*npoison > int64(len(rest)) || (len(rest)-int(ndel+2*npoison))%3 != 0 {
 		return res, "", nil, fmt.Errorf("fetch.lua: malformed reply")
 	}
 	if ndel > 0 {
@@ -386,7 +399,7 @@ func (c *consumer) parseFetch(ctx context.Context, v any) (res fetchResult, next
 		c.reportPoisoned(ctx, rest[:2*npoison])
 	}
 	rest = rest[2*npoison:]
-	return fetchResult{noStream: noStream == 1, poisoned: int(npoison)}, next, rest, nil
+	return fetchResult{noStream: noStream == 1, poisoned: int(npoison), parked: int(parked)}, next, rest, nil
 }
 
 // decode fills d from a stream entry. A message that cannot be decoded is
@@ -478,7 +491,7 @@ func (c *consumer) block(ctx context.Context, max int, wait time.Duration, noStr
 	}
 	go func() {
 		defer c.wg.Done()
-		ds, err := c.readBlocking(rctx, max, wait, noStream)
+		ds, err := c.readBlocking(rctx, max, wait, noStream, giveUp)
 		c.hold(ds) // before Fetch's caller may settle them
 		// Held, the entries are safe from recoverLost: the read is over
 		// for it before Fetch returns, so that the caller's next Fetch
@@ -511,7 +524,16 @@ func (c *consumer) block(ctx context.Context, max int, wait time.Duration, noStr
 // readBlocking runs one blocking read. It returns no deliveries and no
 // error when the read timed out, when the stream was created (noStream) or
 // when the stream or group vanished meanwhile: the caller runs fetch.lua again.
-func (c *consumer) readBlocking(ctx context.Context, max int, wait time.Duration, noStream bool) ([]*broker.Delivery, error) {
+//
+// The entries it reads go through admission (admit.go) in one more round
+// trip, with or without limits: a blocking command cannot share a
+// pipeline with the EXISTS readNew sends (go-redis reads a pipeline's
+// replies within the client's ReadTimeout, not the block's). A busy
+// consumer reads with readNew; this costs the first read after each idle
+// spell. Entries read once Fetch gave up (giveUp is closed) skip
+// admission: block hands them back, and holding no slot, they let no
+// waiting job in ahead of them.
+func (c *consumer) readBlocking(ctx context.Context, max int, wait time.Duration, noStream bool, giveUp <-chan struct{}) ([]*broker.Delivery, error) {
 	if noStream {
 		// Wakes when enqueue.lua (or a promotion) creates the stream. ID 0-0
 		// returns at once if it was created since fetch.lua looked.
@@ -523,7 +545,7 @@ func (c *consumer) readBlocking(ctx context.Context, max int, wait time.Duration
 		}
 		return nil, nil
 	}
-	streams, err := c.readGroup(ctx, &redis.XReadGroupArgs{
+	streams, err := c.readGroup(ctx, c.d.rdb, &redis.XReadGroupArgs{
 		Group: c.d.cfg.Group, Consumer: c.name,
 		Streams: []string{c.keys.stream, ">"}, Count: int64(max), Block: wait,
 	})
@@ -546,6 +568,13 @@ func (c *consumer) readBlocking(ctx context.Context, max int, wait time.Duration
 	}
 	if len(msgs) == 0 {
 		return nil, nil
+	}
+	select {
+	case <-giveUp:
+	default:
+		if msgs, err = c.admit(ctx, msgs); err != nil {
+			return nil, err
+		}
 	}
 	// The lease started when the server delivered, just before received.
 	deadline := received.Add(c.vt)

@@ -5,12 +5,14 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/discards"
 	"github.com/conveyorq/conveyor/internal/groups"
 	"github.com/conveyorq/conveyor/internal/inspect"
+	"github.com/conveyorq/conveyor/internal/limits"
 	"github.com/conveyorq/conveyor/internal/script"
 	"github.com/conveyorq/conveyor/internal/timers"
 )
@@ -43,7 +45,7 @@ var (
 	inspectSizesScript = script.New("stream/inspect_sizes", inspectSizesSrc, timers.Lib+discards.Lib+inspect.Lib+inspectLib)
 	inspectPageScript  = script.New("stream/inspect_page", inspectPageSrc, timers.Lib+lib+inspectLib)
 	inspectFindScript  = script.New("stream/inspect_find", inspectFindSrc, timers.Lib+lib+inspectLib)
-	inspectPurgeScript = script.New("stream/inspect_purge", inspectPurgeSrc, timers.Lib+groups.Lib+lib+inspectLib)
+	inspectPurgeScript = script.New("stream/inspect_purge", inspectPurgeSrc, timers.Lib+groups.Lib+limits.Lib+lib+inspectLib)
 )
 
 // inspector returns internal/inspect's Inspector on the driver's keys.
@@ -53,7 +55,7 @@ func (d *Driver) inspector() *inspect.Inspector {
 		SizesScript: inspectSizesScript,
 		SizesCall: func(q string, maxAge int64) ([]string, []any) {
 			k := d.keys(q)
-			return []string{k.stream, k.delayed, k.dead, k.deadDropped, k.deadExpired, k.stats, k.groups.Wait}, []any{d.cfg.Group, maxAge}
+			return []string{k.stream, k.delayed, k.dead, k.deadDropped, k.deadExpired, k.stats, k.groups.Wait, k.limits.Wait}, []any{d.cfg.Group, maxAge}
 		},
 		Page:      d.inspectPage,
 		FindStep:  d.inspectFind,
@@ -138,7 +140,7 @@ func (d *Driver) inspectFind(ctx context.Context, queue string, state broker.Job
 // inspectPurge is one inspect_purge.lua call.
 func (d *Driver) inspectPurge(ctx context.Context, queue string, n int) (int64, int64, error) {
 	k := d.keys(queue)
-	v, err := inspectPurgeScript.Run(ctx, d.rdb, append([]string{k.stream, k.wake}, k.groups.List()...), d.cfg.Group, n)
+	v, err := inspectPurgeScript.Run(ctx, d.rdb, slices.Concat([]string{k.stream, k.wake}, k.groups.List(), k.limits.List()), d.cfg.Group, n)
 	if err != nil {
 		return 0, 0, err
 	}

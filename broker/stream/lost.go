@@ -90,12 +90,15 @@ func (c *consumer) noteRead(err error) {
 	}
 }
 
-// readGroup sends one XREADGROUP, once. The command is built by go-redis's
-// own XReadGroup, on a pipeline that is never run, so that a blocking read
-// keeps the read timeout go-redis gives it.
-func (c *consumer) readGroup(ctx context.Context, args *redis.XReadGroupArgs) ([]redis.XStream, error) {
+// readGroup sends one XREADGROUP, once, through via: the client, or a
+// limitGate that sends an EXISTS with it (admit.go). The command is built
+// by go-redis's own XReadGroup, on a pipeline that is never run, so that a
+// blocking read keeps the read timeout go-redis gives it.
+func (c *consumer) readGroup(ctx context.Context, via script.Processor, args *redis.XReadGroupArgs) ([]redis.XStream, error) {
 	cmd := c.d.rdb.Pipeline().XReadGroup(ctx, args)
-	err := script.Send(ctx, c.d.rdb, cmd)
+	_ = script.Send(ctx, via, cmd)
+	// The read's own outcome: via's may be that of a command sent with it.
+	err := cmd.Err()
 	if !errors.Is(err, redis.Nil) {
 		c.noteRead(err)
 	}

@@ -3,7 +3,7 @@ package stream
 // The methods below are those of the broker interfaces the driver
 // implements (broker.Timers, broker.Discards, broker.Records,
 // broker.Inspector, broker.QueueDeleter, broker.WorkerRegistry,
-// broker.Pauser), declared here
+// broker.Pauser, broker.Limiter), declared here
 // so that their documentation is where a user of the driver looks.
 
 import (
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/limits"
 )
 
 // Cancel removes the pending timer id of queue and reports whether it was
@@ -200,4 +201,25 @@ func (d *Driver) QueuePaused(ctx context.Context, queue string) (bool, error) {
 // ResumeQueue deletes queue's pause key. It implements broker.Pauser.
 func (d *Driver) ResumeQueue(ctx context.Context, queue string) error {
 	return d.Pauser.ResumeQueue(ctx, queue)
+}
+
+// SetLimit sets queue's fleet-wide concurrency limit for kind ("" for the
+// whole queue) to n, or removes it when n is 0, and appends to the stream
+// the waiting jobs it has room for: one script call per 1,000 jobs let in.
+// It implements broker.Limiter.
+func (d *Driver) SetLimit(ctx context.Context, queue, kind string, n int) error {
+	if err := broker.ValidateLimit(queue, kind, n); err != nil {
+		return err
+	}
+	k := d.keys(queue)
+	return limits.Set(ctx, d.rdb, k.limits, limits.Target{Ready: k.stream, Mode: "stream", Group: d.cfg.Group, Wake: k.wake}, queue, kind, n)
+}
+
+// Limits reports queue's concurrency limits with their slots held and jobs
+// waiting: one script call. It implements broker.Limiter.
+func (d *Driver) Limits(ctx context.Context, queue string) ([]broker.Limit, error) {
+	if err := broker.ValidateQueue(queue); err != nil {
+		return nil, err
+	}
+	return limits.Show(ctx, d.rdb, d.keys(queue).limits)
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/conveyorq/conveyor/internal/cancels"
 	"github.com/conveyorq/conveyor/internal/discards"
 	"github.com/conveyorq/conveyor/internal/groups"
+	"github.com/conveyorq/conveyor/internal/limits"
 	"github.com/conveyorq/conveyor/internal/reclaims"
 	"github.com/conveyorq/conveyor/internal/records"
 	"github.com/conveyorq/conveyor/internal/script"
@@ -23,6 +24,8 @@ var (
 	enqueueSrc string
 	//go:embed lua/fetch.lua
 	fetchSrc string
+	//go:embed lua/admit.lua
+	admitSrc string
 	//go:embed lua/ack.lua
 	ackSrc string
 	//go:embed lua/ack_record.lua
@@ -39,10 +42,11 @@ var (
 	pruneSrc string
 
 	enqueueScript = script.New("stream/enqueue", enqueueSrc, timers.Lib+groups.Lib)
-	fetchScript   = script.New("stream/fetch", fetchSrc, timers.Lib+discards.Lib+cancels.Lib+groups.Lib+lib)
-	ackScript     = script.New("stream/ack", ackSrc, timers.Lib+lib)
-	requeueScript = script.New("stream/requeue", requeueSrc, timers.Lib+cancels.Lib+groups.Lib+lib)
-	discardScript = script.New("stream/discard", discardSrc, timers.Lib+discards.Lib+records.Lib+groups.Lib+lib)
+	fetchScript   = script.New("stream/fetch", fetchSrc, timers.Lib+discards.Lib+cancels.Lib+groups.Lib+limits.Lib+lib)
+	admitScript   = script.New("stream/admit", admitSrc, timers.Lib+cancels.Lib+groups.Lib+limits.Lib+lib)
+	ackScript     = script.New("stream/ack", ackSrc, timers.Lib+groups.Lib+limits.Lib+lib)
+	requeueScript = script.New("stream/requeue", requeueSrc, timers.Lib+cancels.Lib+groups.Lib+limits.Lib+lib)
+	discardScript = script.New("stream/discard", discardSrc, timers.Lib+discards.Lib+records.Lib+groups.Lib+limits.Lib+lib)
 	extendScript  = script.New("stream/extend", extendSrc, timers.Lib+cancels.Lib)
 	closeScript   = script.New("stream/close", closeSrc)
 	pruneScript   = script.New("stream/prune", pruneSrc)
@@ -50,16 +54,20 @@ var (
 	// ackRecordScript is ackScript for a batch in which some delivery asks
 	// for a record of its finished job (internal/records) or belongs to a
 	// group (internal/groups).
-	ackRecordScript = script.New("stream/ack_record", ackRecordSrc, timers.Lib+records.Lib+groups.Lib+lib)
+	ackRecordScript = script.New("stream/ack_record", ackRecordSrc, timers.Lib+records.Lib+groups.Lib+limits.Lib+lib)
 )
 
 // lib is what the scripts that read or settle entries put after
 // internal/timers' helpers and the other packages' they use: the record of
 // reclaimed leases (internal/reclaims), then lib.lua. The scripts that
-// admit or release grouped jobs put internal/groups' helpers last among
-// those packages' (they need internal/timers' bulk and CHUNK); ack.lua,
-// the hot path, goes without them: a batch with a grouped delivery runs
-// ack_record.lua.
+// admit or release grouped jobs put internal/groups' helpers after those
+// packages' (they need internal/timers' bulk and CHUNK), and the scripts
+// that take or give back concurrency limit slots internal/limits' after
+// those (they need internal/groups' group_message_id). ack.lua gives slots
+// back, so it carries both; it touches no group key: a batch with a
+// grouped delivery runs ack_record.lua. A script carries only the helpers
+// its text reaches (internal/script), so a library it names but does not
+// use costs it nothing.
 var lib = reclaims.Lib + libSrc
 
 // Limits that keep every script call short: a script blocks the server

@@ -47,7 +47,8 @@ func (c *consumer) Ack(ctx context.Context, ds ...*broker.Delivery) error {
 	if slices.ContainsFunc(ds, func(d *broker.Delivery) bool { return d != nil && (d.Finish != nil || d.Message.Group != "") }) {
 		return c.ackRecorded(ctx, ds)
 	}
-	return c.batch(ctx, "ack", ackScript, []string{c.keys.stream, c.keys.stats, c.keys.reclaimed, c.keys.wake},
+	k := c.keys
+	return c.batch(ctx, "ack", ackScript, slices.Concat([]string{k.stream, k.stats, k.reclaimed, k.wake}, k.limits.List()),
 		func(chunk []*broker.Delivery) []any {
 			lo, hi := receiptRange(chunk)
 			return []any{c.d.cfg.Group, c.name, lo, hi}
@@ -80,7 +81,7 @@ func (c *consumer) ackRecorded(ctx context.Context, ds []*broker.Delivery) error
 		sent = append(sent, d)
 	}
 	k := c.keys
-	err := c.batch(ctx, "ack", ackRecordScript, slices.Concat([]string{k.stream, k.stats, k.reclaimed, k.wake}, k.records.List(), k.groups.List()),
+	err := c.batch(ctx, "ack", ackRecordScript, slices.Concat([]string{k.stream, k.stats, k.reclaimed, k.wake}, k.records.List(), k.groups.List(), k.limits.List()),
 		func(chunk []*broker.Delivery) []any {
 			lo, hi := receiptRange(chunk)
 			return []any{c.d.cfg.Group, c.name, lo, hi, c.d.cfg.RecordMax}
@@ -116,7 +117,7 @@ func (c *consumer) Release(ctx context.Context, ds ...*broker.Delivery) error {
 
 func (c *consumer) requeue(ctx context.Context, op string, inc int, at int64, ds ...*broker.Delivery) error {
 	k := c.keys
-	return c.batch(ctx, op, requeueScript, slices.Concat([]string{k.stream, k.delayed, k.timers.Timers, k.stats, k.reclaimed, k.wake, k.canceled}, k.groups.List()),
+	return c.batch(ctx, op, requeueScript, slices.Concat([]string{k.stream, k.delayed, k.timers.Timers, k.stats, k.reclaimed, k.wake, k.canceled}, k.groups.List(), k.limits.List()),
 		fixed(c.d.cfg.Group, c.name, inc), ds,
 		func(args []any, d *broker.Delivery, count string) []any { return append(args, d.Receipt, count, at) }, nil)
 }
@@ -139,7 +140,7 @@ func (c *consumer) discard(ctx context.Context, d *broker.Delivery, reason strin
 		}
 	}
 	k := c.keys
-	return c.batch(ctx, "discard", discardScript, slices.Concat([]string{k.stream, k.dead, k.deadDropped, k.deadExpired, k.stats, k.reclaimed, k.wake}, k.records.List(), k.groups.List()),
+	return c.batch(ctx, "discard", discardScript, slices.Concat([]string{k.stream, k.dead, k.deadDropped, k.deadExpired, k.stats, k.reclaimed, k.wake}, k.records.List(), k.groups.List(), k.limits.List()),
 		fixed(c.d.cfg.Group, c.name), []*broker.Delivery{d},
 		func(args []any, d *broker.Delivery, count string) []any {
 			return append(args, d.Receipt, count, reason, c.d.cfg.DiscardMax, c.d.Keeper.Retention.AgeArg(),

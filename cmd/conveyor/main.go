@@ -54,6 +54,7 @@ var commands = []command{
 	{name: "delete", summary: "delete a queue: its jobs in every state, its keys and its registry entry", run: runDelete},
 	{name: "pause", summary: "stop every worker fetching from a queue", run: runPause},
 	{name: "resume", summary: "let workers fetch from a paused queue again", run: runResume},
+	{name: "limit", summary: "show or set a queue's fleet-wide concurrency limits, per kind or for the queue", run: runLimit},
 	{name: "workers", summary: "list the live worker pools and what they run", run: runWorkers},
 	{name: "cron", summary: "show cron series: last fire and the fire stored ahead (cron ls)", run: runCron},
 	{name: "dash", summary: "serve the web dashboard over HTTP, behind credentials", run: runDash},

@@ -33,7 +33,9 @@ type queueOut struct {
 	Delayed   int64  `json:"delayed"`
 	Discarded int64  `json:"discarded"`
 	// Grouped counts the jobs waiting in their FIFO groups' lines.
-	Grouped   int64 `json:"grouped"`
+	Grouped int64 `json:"grouped"`
+	// Limited counts the jobs waiting for a concurrency limit's slot.
+	Limited   int64 `json:"limited"`
 	Processed int64 `json:"processed"`
 	Failed    int64 `json:"failed"`
 }
@@ -44,7 +46,7 @@ func newQueueOut(p queueprobe.Queue, s *conveyor.QueueSizes) queueOut {
 		driver = "unknown"
 	}
 	return queueOut{Queue: s.Queue, Driver: driver, Paused: p.Paused, Ready: s.Ready, InFlight: s.InFlight,
-		Delayed: s.Delayed, Discarded: s.Discarded, Grouped: s.Grouped, Processed: s.Processed, Failed: s.Failed}
+		Delayed: s.Delayed, Discarded: s.Discarded, Grouped: s.Grouped, Limited: s.Limited, Processed: s.Processed, Failed: s.Failed}
 }
 
 func runQueues(ctx context.Context, args []string, std stdio) error {
@@ -170,6 +172,9 @@ func runStats(ctx context.Context, args []string, std stdio) error {
 	row("Discarded:", o.Discarded)
 	if o.Grouped > 0 {
 		row("Waiting in groups:", o.Grouped)
+	}
+	if o.Limited > 0 {
+		row("Waiting for a limit:", o.Limited)
 	}
 	row("Processed:", o.Processed)
 	row("Failed:", o.Failed)

@@ -60,6 +60,8 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 // lease leases up to max ready messages (only the one with ID id when id
 // is set) and returns them, with the next lease deadline of the queue and
 // the channel that closes on its next change, for a caller that must wait.
+// Each message leased takes a slot of the concurrency limits that apply to
+// it; one that finds a limit full waits in the limit's line instead.
 func (c *consumer) lease(max int, id string) (out []*broker.Delivery, next time.Time, wake <-chan struct{}) {
 	d := c.d
 	d.mu.Lock()
@@ -79,6 +81,14 @@ func (c *consumer) lease(max int, id string) (out []*broker.Delivery, next time.
 			break
 		}
 		q.ready = append(q.ready[:i], q.ready[i+1:]...)
+		if class, full := q.full(e); full {
+			q.park(e, class)
+			if id != "" {
+				break
+			}
+			continue
+		}
+		q.take(e)
 		d.tokens++
 		e.token = strconv.FormatInt(d.tokens, 10)
 		e.deadline = now.Add(c.vt)
@@ -113,9 +123,10 @@ func (c *consumer) wait(ctx context.Context, next time.Time, wake <-chan struct{
 }
 
 // settle checks each delivery's lease and applies f to the live ones. f
-// reports whether the job ended (acked or discarded): once all are
-// settled, the jobs that ended let the next of their groups in, as the
-// Redis drivers' settle scripts do.
+// reports whether the job ended (acked, discarded, or a cancelled job
+// handed back): once all are settled, the deliveries f took out of flight
+// give their concurrency limit slots back, and the jobs that ended let the
+// next of their groups in, as the Redis drivers' settle scripts do.
 func (c *consumer) settle(ds []*broker.Delivery, f func(q *queue, e *entry, dl *broker.Delivery, now time.Time) (ended bool)) error {
 	d := c.d
 	d.mu.Lock()
@@ -124,7 +135,7 @@ func (c *consumer) settle(ds []*broker.Delivery, f func(q *queue, e *entry, dl *
 	now := d.Now()
 	d.sweep(q, now)
 	var errs []error
-	var ended []*entry
+	var ended, left []*entry
 	for _, dl := range ds {
 		e := q.inflight[dl.Receipt]
 		if e == nil || e.token != dl.Token {
@@ -134,7 +145,11 @@ func (c *consumer) settle(ds []*broker.Delivery, f func(q *queue, e *entry, dl *
 		if f(q, e, dl, now) {
 			ended = append(ended, e)
 		}
+		if q.inflight[e.receipt] != e {
+			left = append(left, e)
+		}
 	}
+	q.giveBack(left...)
 	q.release(ended...)
 	q.notify()
 	return errors.Join(errs...)
@@ -153,17 +168,7 @@ func (c *consumer) Ack(ctx context.Context, ds ...*broker.Delivery) error {
 		c.d.putRecord(c.queue, dl, now)
 		return true
 	})
-	// One flat list of DeliveryErrors, as the other batch settles return:
-	// callers unwrap one level.
-	var errs []error
-	for _, e := range []error{refused, lost} {
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			errs = append(errs, j.Unwrap()...)
-		} else if e != nil {
-			errs = append(errs, e)
-		}
-	}
-	return errors.Join(errs...)
+	return errors.Join(flatten(refused, lost)...)
 }
 
 // Retry hands dl back to run again at at, counting a failed attempt.
@@ -179,9 +184,13 @@ func (c *consumer) Postpone(ctx context.Context, dl *broker.Delivery, at time.Ti
 // requeue hands dl back at at: a timer when at is ahead of the clock
 // (under the message's ID, or id#r<n> while a timer holds the ID), else
 // the end of the ready list. A grouped job keeps its place in its group.
+// A job cancelled in flight is removed instead.
 func (c *consumer) requeue(dl *broker.Delivery, at time.Time, failed bool) error {
 	return c.settle([]*broker.Delivery{dl}, func(q *queue, e *entry, _ *broker.Delivery, now time.Time) bool {
 		delete(q.inflight, e.receipt)
+		if e.canceled {
+			return true
+		}
 		if failed {
 			e.msg.Retries++
 			q.failed++
@@ -198,10 +207,14 @@ func (c *consumer) requeue(dl *broker.Delivery, at time.Time, failed bool) error
 }
 
 // Release hands deliveries back to the ready list at once; a grouped job
-// keeps its place in its group.
+// keeps its place in its group. A job cancelled in flight is removed
+// instead.
 func (c *consumer) Release(ctx context.Context, ds ...*broker.Delivery) error {
 	return c.settle(ds, func(q *queue, e *entry, _ *broker.Delivery, _ time.Time) bool {
 		delete(q.inflight, e.receipt)
+		if e.canceled {
+			return true
+		}
 		q.ready = append(q.ready, e)
 		return false
 	})
@@ -227,13 +240,35 @@ func (c *consumer) Discard(ctx context.Context, dl *broker.Delivery, reason stri
 	return errors.Join(lost, err)
 }
 
-// Extend pushes the leases of ds to now + ttl.
+// Extend pushes the leases of ds to now + ttl. A delivery whose job was
+// cancelled is extended too, its holder being alive, and reported with
+// broker.ErrJobCanceled, so that the holder stops it.
 func (c *consumer) Extend(ctx context.Context, ttl time.Duration, ds ...*broker.Delivery) error {
-	return c.settle(ds, func(q *queue, e *entry, dl *broker.Delivery, now time.Time) bool {
+	var canceled []error
+	lost := c.settle(ds, func(q *queue, e *entry, dl *broker.Delivery, now time.Time) bool {
 		e.deadline = now.Add(ttl)
 		dl.LeaseDeadline = e.deadline
+		if e.canceled {
+			canceled = append(canceled, &broker.DeliveryError{Delivery: dl, Err: broker.ErrJobCanceled})
+		}
 		return false
 	})
+	return errors.Join(flatten(lost, errors.Join(canceled...))...)
+}
+
+// flatten returns the errors of errs, each joined error's one by one, so
+// that a batch settle returns one flat list of DeliveryErrors: callers
+// unwrap one level.
+func flatten(errs ...error) []error {
+	var out []error
+	for _, e := range errs {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			out = append(out, j.Unwrap()...)
+		} else if e != nil {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // Close stops the consumer; a blocked Fetch returns broker.ErrClosed.

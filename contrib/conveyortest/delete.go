@@ -8,9 +8,10 @@ import (
 )
 
 // DeleteQueue deletes queue: its ready, in-flight, delayed and discarded
-// jobs, the jobs waiting in its groups' lines (counted as ready) and the
-// state of its groups, its records of finished jobs, its counters, unique
-// keys and cron records; Queues no longer lists it. Unless force, it
+// jobs, the jobs waiting in its groups' lines and in its concurrency
+// limits' lines (counted as ready), the state of its groups, its limits
+// and their slots, its records of finished jobs, its counters, unique keys
+// and cron records; Queues no longer lists it. Unless force, it
 // refuses while jobs of the queue are in flight, with a
 // *broker.InFlightError, deleting nothing. Consumers still open on the
 // queue go on: a job enqueued after the delete reaches them, and the
@@ -40,13 +41,16 @@ func (d *Driver) DeleteQueue(ctx context.Context, queue string, force bool) (bro
 	}
 	out.Discarded, out.Registered = int64(len(recs)), registered
 	delete(d.done, queue)
+	// The limits are cleared in place: the queue's state shares the map.
 	if !registered {
+		clear(d.limits[queue])
 		return out, nil
 	}
-	out.Ready, out.InFlight, out.Delayed = int64(len(q.ready)+q.inLine()), int64(len(q.inflight)), int64(len(q.timers))
+	out.Ready, out.InFlight, out.Delayed = int64(len(q.ready)+q.inLine()+q.limited()), int64(len(q.inflight)), int64(len(q.timers))
 	q.ready = nil
 	q.timers, q.inflight = map[string]*entry{}, map[string]*entry{}
 	q.groups, q.grouped = map[string]*group{}, map[string]*entry{}
+	clear(q.limits)
 	q.fires, q.unique = map[string]fire{}, map[string]time.Time{}
 	q.processed, q.failed = 0, 0
 	// The fetches waiting on q look again, and find it empty.

@@ -1,6 +1,7 @@
 package conveyortest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,19 +35,20 @@ type Config struct {
 }
 
 // Driver is a broker.Driver that keeps its queues in memory, for tests
-// that need no Redis. It has the list driver's capabilities but Pause,
-// Keep and Cancel (at-least-once with leases and fencing, FIFO, delayed
-// jobs and timers, Extend, a discard queue, records of finished jobs, FIFO
-// groups) and passes the conformance suite of broker/brokertest. It
-// implements broker.Timers, broker.Discards, broker.Records,
-// broker.Inspector and broker.QueueDeleter, so a worker.Pool, a
-// conveyor.Client, a conveyor.Inspector, package delay's promoters and cron
-// run on it as they do on Redis. Retention of discard records and of
-// records of finished jobs goes by its clock.
+// that need no Redis. It has the list driver's capabilities but Pause and
+// Keep (at-least-once with leases and fencing, FIFO, delayed jobs and
+// timers, Extend, a discard queue, records of finished jobs, FIFO groups,
+// cancelling jobs by ID, concurrency limits per queue and per kind) and
+// passes the conformance suite of broker/brokertest. It implements
+// broker.Timers, broker.Discards, broker.Records, broker.Inspector,
+// broker.QueueDeleter, broker.Canceler and broker.Limiter, so a
+// worker.Pool, a conveyor.Client, a conveyor.Inspector, package delay's
+// promoters and cron run on it as they do on Redis. Retention of discard
+// records and of records of finished jobs goes by its clock.
 //
 // What it does not do: keep anything after the process ends, share queues
-// between processes, elect keepers, pause queues, cancel jobs or register
-// workers.
+// between processes (a limit holds the jobs of this driver only), elect
+// keepers, pause queues or register workers.
 type Driver struct {
 	clock  *Clock
 	recs   records
@@ -67,6 +69,13 @@ type Driver struct {
 	// (records.go); apart from queues, as a read of records registers no
 	// queue.
 	done map[string]*finished
+	// limits holds the concurrency limits of each queue that has any
+	// (limits.go), shared with the queue's state; apart from queues, as
+	// setting a limit registers no queue.
+	limits map[string]map[string]*limit
+	// cancelWatches holds each WatchCancels channel and the queues it
+	// watches (cancel.go).
+	cancelWatches map[chan broker.CanceledJob]map[string]bool
 }
 
 var (
@@ -76,6 +85,8 @@ var (
 	_ broker.Records      = (*Driver)(nil)
 	_ broker.Inspector    = (*Driver)(nil)
 	_ broker.QueueDeleter = (*Driver)(nil)
+	_ broker.Canceler     = (*Driver)(nil)
+	_ broker.Limiter      = (*Driver)(nil)
 )
 
 // New returns an empty in-memory driver.
@@ -104,6 +115,9 @@ func newDriver(cfg *Config, recs records) (*Driver, error) {
 		deleted:   map[string]*queue{},
 		done:      map[string]*finished{},
 		recordMax: recordMax,
+		limits:    map[string]map[string]*limit{},
+
+		cancelWatches: map[chan broker.CanceledJob]map[string]bool{},
 	}
 	if d.maxRec == 0 {
 		d.maxRec = broker.DefaultDiscardMax
@@ -125,7 +139,7 @@ func (d *Driver) Clock() *Clock { return d.clock }
 
 // Capabilities reports what the driver promises.
 func (d *Driver) Capabilities() broker.Capabilities {
-	return broker.Capabilities{AtLeastOnce: true, FIFO: true, Delay: true, Extend: true, Discard: true, Records: true, Groups: true}
+	return broker.Capabilities{AtLeastOnce: true, FIFO: true, Delay: true, Extend: true, Discard: true, Cancel: true, Records: true, Groups: true, Limits: true}
 }
 
 // Check returns nil: there is no server to reach.
@@ -142,6 +156,7 @@ type queue struct {
 	unique   map[string]time.Time // unique key -> when it is free again
 	groups   map[string]*group    // group -> its state, while it has a job admitted or waiting (groups.go)
 	grouped  map[string]*entry    // job ID -> the grouped job admitted or waiting under it
+	limits   map[string]*limit    // class -> its concurrency limit (limits.go), shared with Driver.limits
 	// processed and failed count acks, and retries and discards.
 	processed, failed int64
 }
@@ -157,6 +172,12 @@ type entry struct {
 	// admitted is set while the job holds a place in its group
 	// (msg.Group): from its admission to its end.
 	admitted bool
+	// slots are the classes of the concurrency limits whose slots the
+	// delivery holds (limits.go), the queue's ("") first.
+	slots []string
+	// canceled is set when the job was cancelled in flight (cancel.go):
+	// its delivery is not handed back, whatever ends it.
+	canceled bool
 }
 
 // fire is a cron series' record of its last fire.
@@ -183,6 +204,7 @@ func (d *Driver) queue(name string) *queue {
 			unique:   map[string]time.Time{},
 			groups:   map[string]*group{},
 			grouped:  map[string]*entry{},
+			limits:   d.limitsOf(name),
 		}
 		d.queues[name] = q
 	}
@@ -304,32 +326,42 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 }
 
 // sweep hands expired leases back to the ready list, oldest deadline
-// first, and discards as poison the messages whose leases expired
-// broker.DefaultMaxRecoveries times, which ends them in their groups;
-// d.mu is held.
+// first; it discards as poison the messages whose leases expired
+// broker.DefaultMaxRecoveries times and removes the jobs cancelled in
+// flight, which ends them in their groups. Every lease taken gives its
+// concurrency limit slots back. d.mu is held.
 func (d *Driver) sweep(q *queue, now time.Time) {
-	var expired, poisoned []*entry
+	var taken []*entry
 	for r, e := range q.inflight {
 		if now.Before(e.deadline) {
 			continue
 		}
 		delete(q.inflight, r)
+		taken = append(taken, e)
+	}
+	if len(taken) == 0 {
+		return
+	}
+	slices.SortFunc(taken, func(a, b *entry) int { return cmp.Or(a.deadline.Compare(b.deadline), cmp.Compare(a.seq, b.seq)) })
+	var ended []*entry
+	for _, e := range taken {
+		if e.canceled {
+			// Its holder died before ending the cancelled job.
+			ended = append(ended, e)
+			continue
+		}
 		e.msg.Recoveries++
 		if e.msg.Recoveries >= broker.DefaultMaxRecoveries {
 			reason := fmt.Sprintf("%s: lease expired %d times", broker.PoisonReason, e.msg.Recoveries)
 			d.discardLocked(e, reason, now)
-			poisoned = append(poisoned, e)
+			ended = append(ended, e)
 			continue
 		}
-		expired = append(expired, e)
+		q.ready = append(q.ready, e)
 	}
-	byDeadline := func(a, b *entry) int { return a.deadline.Compare(b.deadline) }
-	slices.SortFunc(expired, byDeadline)
-	slices.SortFunc(poisoned, byDeadline)
-	q.ready = append(q.ready, expired...)
-	if q.release(poisoned...) || len(expired) > 0 {
-		q.notify()
-	}
+	q.release(ended...)
+	q.giveBack(taken...)
+	q.notify()
 }
 
 // nextDeadline returns the earliest lease deadline of q, or zero.

@@ -26,7 +26,8 @@ type EnqueuedJob[T any] struct {
 
 // Enqueued returns the jobs waiting in queue, ready ones first in the
 // order they will run, then those waiting in their group's line
-// (EnqueueOptions.Group) in enqueue order, then delayed ones earliest
+// (EnqueueOptions.Group) in enqueue order, then those waiting for a slot
+// of a concurrency limit (Driver.SetLimit), then delayed ones earliest
 // first, each with its payload decoded into T. Jobs fetched and not yet
 // settled, and discarded ones, are not listed (a conveyor.Inspector on the
 // driver lists every state). It fails t when a payload does not decode
@@ -82,7 +83,8 @@ func decode(payload []byte, v any) error {
 }
 
 // waiting returns queue's ready jobs, in order, then those in its groups'
-// lines, then its timers, earliest first, their RunAt the due time.
+// and its limits' lines, then its timers, earliest first, their RunAt the
+// due time.
 func (d *Driver) waiting(queue string) []*broker.JobInfo {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -13,7 +13,7 @@ import (
 // the others wait in the group's line, outside the ready list, in enqueue
 // order. A retry, a postpone, a release or a lease expiry keeps a job
 // admitted. Its admission ends when the job ends (acked, discarded by its
-// holder or as poison, purged, its retry's timer cancelled), and each end
+// holder or as poison, purged, cancelled), and each end
 // lets the next waiting jobs of its group in at the back of the ready
 // list, so that groups take turns. Every call runs under d.mu.
 
@@ -100,6 +100,22 @@ func (q *queue) release(es ...*entry) bool {
 		}
 	}
 	return joined
+}
+
+// unline removes the job id from its group's line, if it waits in one,
+// and reports whether it did. Its group keeps the jobs admitted, so it
+// is not forgotten.
+func (q *queue) unline(id string) bool {
+	e := q.grouped[id]
+	if e == nil || e.admitted {
+		return false
+	}
+	g := q.groups[e.msg.Group]
+	if i := slices.Index(g.line, e); i >= 0 {
+		g.line = slices.Delete(g.line, i, i+1)
+	}
+	delete(q.grouped, id)
+	return true
 }
 
 // waitingInLine returns the jobs waiting in q's groups' lines, in enqueue

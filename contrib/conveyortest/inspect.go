@@ -23,8 +23,9 @@ func (d *Driver) Queues(ctx context.Context) ([]string, error) {
 }
 
 // QueueSizes returns the sizes and counters of each queue, in the order
-// given. Jobs waiting in their group's line count as Grouped, as the
-// Redis drivers count them.
+// given. Jobs waiting in their group's line count as Grouped, those
+// waiting for a slot of a concurrency limit as Limited, as the Redis
+// drivers count them.
 func (d *Driver) QueueSizes(ctx context.Context, queues ...string) ([]broker.QueueSizes, error) {
 	for _, q := range queues {
 		if err := broker.ValidateQueue(q); err != nil {
@@ -42,7 +43,7 @@ func (d *Driver) QueueSizes(ctx context.Context, queues ...string) ([]broker.Que
 			return nil, err
 		}
 		out[i] = broker.QueueSizes{
-			Queue: name, Ready: int64(len(q.ready)), Grouped: int64(q.inLine()), InFlight: int64(len(q.inflight)), Delayed: int64(len(q.timers)),
+			Queue: name, Ready: int64(len(q.ready)), Grouped: int64(q.inLine()), Limited: int64(q.limited()), InFlight: int64(len(q.inflight)), Delayed: int64(len(q.timers)),
 			Discarded: st.Count, Processed: q.processed, Failed: q.failed, Discards: st,
 		}
 	}
@@ -61,12 +62,13 @@ func checkInspect(queue string, state broker.JobState) error {
 
 // entries returns the entries of q in state (ready, in flight or
 // delayed), in the state's order: ready ones in the order they will be
-// fetched, then those waiting in their group's line, in enqueue order;
-// d.mu is held.
+// fetched, then those waiting in their group's line, in enqueue order,
+// then those waiting for a slot of a concurrency limit, the queue's limit
+// first, then by kind, each in the order they came; d.mu is held.
 func (q *queue) entries(state broker.JobState) []*entry {
 	switch state {
 	case broker.JobReady:
-		return append(slices.Clone(q.ready), q.waitingInLine()...)
+		return slices.Concat(q.ready, q.waitingInLine(), q.waitingForSlots())
 	case broker.JobInFlight:
 		out := slices.Collect(maps.Values(q.inflight))
 		slices.SortFunc(out, func(a, b *entry) int {
@@ -97,7 +99,8 @@ func discardedInfo(r *broker.Discarded) *broker.JobInfo {
 
 // ListJobs returns up to limit jobs of queue in state from offset on, and
 // how many the state holds: ready jobs in the order they will be fetched,
-// then those waiting in their group's line, in enqueue order; finished jobs
+// then those waiting in their group's line, in enqueue order, then those
+// waiting for a slot of a concurrency limit; finished jobs
 // (records of them) the latest to expire first, as ListRecords returns
 // them.
 func (d *Driver) ListJobs(ctx context.Context, queue string, state broker.JobState, offset, limit int) ([]*broker.JobInfo, int64, error) {
@@ -171,13 +174,15 @@ func (d *Driver) FindJob(ctx context.Context, queue string, state broker.JobStat
 // PurgeReady deletes up to max jobs of the ready list of the queue name
 // (0: all it holds), next-to-run first. A grouped job purged ends: the
 // next jobs of its group join the back of the ready list and stay there.
-// Jobs waiting in their group's line are not purged.
+// Jobs waiting in their group's line or for a slot of a concurrency limit
+// are not purged; those with a free slot join the front of the ready list.
 func (d *Driver) PurgeReady(ctx context.Context, name string, max int) (int, error) {
 	return d.purge(name, max, func(q *queue, n int) int {
 		n = min(n, len(q.ready))
 		purged := slices.Clone(q.ready[:n])
 		q.ready = slices.Delete(q.ready, 0, n)
-		if q.release(purged...) {
+		released := q.release(purged...)
+		if q.pumpLimits() || released {
 			q.notify()
 		}
 		return n

@@ -54,7 +54,8 @@ type RunnerConfig struct {
 // concurrent use: goroutines calling Work or Drain at once run jobs at
 // once, as a pool's workers do, and the jobs of a FIFO group
 // (EnqueueOptions.Group) still run their group's limit at a time, in
-// enqueue order.
+// enqueue order, and a concurrency limit (Driver.SetLimit) holds across
+// them as across a fleet.
 //
 // A Runner does not heartbeat leases, batch acks or hand jobs back on
 // shutdown: put the Driver under a worker.Pool to test those.
@@ -144,7 +145,9 @@ func (r *Runner) consumer(ctx context.Context, queue string) (*consumer, error) 
 // its queue holds. A job enqueued with a Delay or RunAt ahead is refused:
 // enqueue it, Advance the clock, and Drain. A job of a group
 // (EnqueueOptions.Group) whose group has no room stays enqueued, waiting
-// in the group's line, and Process fails: Drain runs it in its turn.
+// in the group's line, and Process fails: Drain runs it in its turn. So
+// does a job that finds a concurrency limit full (Driver.SetLimit): it
+// waits in the limit's line until a running job under the limit ends.
 func (r *Runner) Process(ctx context.Context, kind string, args any, opts *conveyor.EnqueueOptions) (*Result, error) {
 	if opts != nil && (opts.Delay > 0 || opts.RunAt.After(r.d.Now())) {
 		return nil, errors.New("conveyortest: Process runs a job at once; a delayed job is run by Drain once the clock reaches it")
@@ -161,6 +164,9 @@ func (r *Runner) Process(ctx context.Context, kind string, args any, opts *conve
 	if len(ds) == 0 {
 		if g, ok := r.d.waitsInLine(m.Queue, m.ID); ok {
 			return nil, fmt.Errorf("conveyortest: job %s of queue %q waits in the line of group %q until an earlier job of it ends: Drain runs it in its turn", m.ID, m.Queue, g)
+		}
+		if class, ok := r.d.waitsForSlot(m.Queue, m.ID); ok {
+			return nil, fmt.Errorf("conveyortest: job %s of queue %q waits for a slot of %s until a running job under it ends: Drain runs it in its turn", m.ID, m.Queue, limitName(class))
 		}
 		return nil, fmt.Errorf("conveyortest: job %s of queue %q vanished before it ran", m.ID, m.Queue)
 	}

@@ -126,12 +126,12 @@ func (m *Metrics) collect(ctx context.Context) (*exposer, error) {
 		}
 	}
 	e := &exposer{}
-	e.family("conveyor_queue_depth", "gauge", "Jobs of a queue in each state: ready, in_flight, delayed, discarded, and grouped (waiting in their FIFO groups' lines).")
+	e.family("conveyor_queue_depth", "gauge", "Jobs of a queue in each state: ready, in_flight, delayed, discarded, grouped (waiting in their FIFO groups' lines) and limited (waiting for a concurrency limit's slot).")
 	for k, q := range queues {
 		for _, s := range []struct {
 			state string
 			n     int64
-		}{{"ready", q.Ready}, {"in_flight", q.InFlight}, {"delayed", q.Delayed}, {"discarded", q.Discarded}, {"grouped", q.Grouped}} {
+		}{{"ready", q.Ready}, {"in_flight", q.InFlight}, {"delayed", q.Delayed}, {"discarded", q.Discarded}, {"grouped", q.Grouped}, {"limited", q.Limited}} {
 			e.sample("conveyor_queue_depth", s.n, "queue", q.Name, "driver", drivers[k], "state", s.state)
 		}
 	}

@@ -76,7 +76,7 @@ func TestMetrics(t *testing.T) {
 		for _, q := range []string{"work", weirdQueue, "capped"} {
 			s := e.sizes(q)
 			l := []string{"queue", q, "driver", e.driver}
-			for state, n := range map[string]int64{"ready": s.Ready, "in_flight": s.InFlight, "delayed": s.Delayed, "discarded": s.Discarded, "grouped": s.Grouped} {
+			for state, n := range map[string]int64{"ready": s.Ready, "in_flight": s.InFlight, "delayed": s.Delayed, "discarded": s.Discarded, "grouped": s.Grouped, "limited": s.Limited} {
 				want[series("conveyor_queue_depth", append(l, "state", state)...)] = float64(n)
 			}
 			want[series("conveyor_queue_processed_total", l...)] = float64(s.Processed)

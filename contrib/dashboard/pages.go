@@ -167,12 +167,17 @@ func (h *Handler) queue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil && !errors.Is(err, broker.ErrUnsupported) {
 		return err
 	}
+	limits, err := insp.Limits(ctx, probe.Name)
+	if err != nil && !errors.Is(err, broker.ErrUnsupported) {
+		return err
+	}
 	page, err := insp.Jobs(ctx, probe.Name, state, &conveyor.ListOptions{Offset: offset, Limit: limit})
 	if err != nil {
 		return err
 	}
 	data := struct {
 		Queue     queueprobe.Figures
+		Limits    []broker.Limit
 		State     conveyor.JobState
 		Counts    map[conveyor.JobState]int64
 		Records   conveyor.RecordStats
@@ -188,8 +193,8 @@ func (h *Handler) queue(w http.ResponseWriter, r *http.Request) error {
 		Queue: queueprobe.Figures{Queue: probe, QueueSizes: sizes}, State: state, Page: page,
 		Counts: map[conveyor.JobState]int64{conveyor.JobReady: sizes.Ready, conveyor.JobInFlight: sizes.InFlight,
 			conveyor.JobDelayed: sizes.Delayed, conveyor.JobDiscarded: sizes.Discarded, conveyor.JobFinished: records.Count},
-		Records: records,
-		First:   offset + 1, Last: offset + len(page.Jobs), Prev: max(0, offset-limit), HasPrev: offset > 0,
+		Records: records, Limits: limits,
+		First: offset + 1, Last: offset + len(page.Jobs), Prev: max(0, offset-limit), HasPrev: offset > 0,
 		// Leased jobs cannot be purged; records are dropped by retention alone.
 		Purgeable: state != conveyor.JobInFlight && state != conveyor.JobFinished,
 	}

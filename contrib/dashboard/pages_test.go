@@ -197,3 +197,31 @@ func TestMountedWithSlash(t *testing.T) {
 		}
 	}
 }
+
+// TestQueuePageLimits shows a queue's concurrency limits with their running
+// and waiting jobs, the kind escaped, and no table for a queue without.
+func TestQueuePageLimits(t *testing.T) {
+	eachDriver(t, Config{}, func(t *testing.T, e *env) {
+		e.Seed()
+		a := e.get("queue?q=work", http.StatusOK)
+		lacks(t, "queue page without limits", a.body, "Concurrency limits")
+		const kind = "<b>mail</b>"
+		if err := e.insp.SetLimit(e.ctx, "work", kind, 3); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.insp.SetLimit(e.ctx, "work", "", 50); err != nil {
+			t.Fatal(err)
+		}
+		a = e.get("queue?q=work", http.StatusOK)
+		contains(t, "queue page with limits", a.body, "<h2>Concurrency limits</h2>",
+			`<td>(the whole queue)</td><td class="num">50</td><td class="num">0</td><td class="num">0</td>`,
+			`<td>&lt;b&gt;mail&lt;/b&gt;</td><td class="num">3</td><td class="num">0</td><td class="num">0</td>`)
+		lacks(t, "queue page with limits", a.body, kind)
+		if err := e.insp.SetLimit(e.ctx, "work", kind, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.insp.SetLimit(e.ctx, "work", "", 0); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

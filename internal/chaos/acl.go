@@ -55,6 +55,9 @@ var aclCommands = map[string][]string{
 		// FIFO groups (internal/groups): their lines. Check asks for them,
 		// though no chaos job has a group.
 		"zrangebylex",
+		// Concurrency limits (internal/limits): fetch reads them; their
+		// lines. Check asks for them, though no chaos queue has a limit.
+		"hgetall", "zlexcount",
 	},
 	"stream": {
 		"ping", "evalsha", "eval", "xadd", "xreadgroup", "xread", "exists", "xgroup|create", "sadd", "subscribe",
@@ -77,6 +80,9 @@ var aclCommands = map[string][]string{
 		// FIFO groups (internal/groups): the job index and their lines.
 		// Check asks for them, though no chaos job has a group.
 		"hexists", "zrangebylex",
+		// Concurrency limits (internal/limits): fetch reads them; their
+		// lines. Check asks for them, though no chaos queue has a limit.
+		"hgetall", "zlexcount",
 	},
 }
 

@@ -88,7 +88,7 @@ func checkPurge(op, queue string, max int) error {
 }
 
 // tailLen is how many integers queue_tail returns.
-const tailLen = 9
+const tailLen = 10
 
 // sizes runs a driver's sizes script once per queue, pipelined in one
 // round trip, and decodes each reply: the driver's own leading figures
@@ -148,10 +148,10 @@ func parseSizes(queue string, v any, r discards.Retention) (broker.QueueSizes, b
 			return broker.QueueSizes{}, false, fmt.Errorf("sizes of %q: unexpected reply %v", queue, v)
 		}
 	}
-	ready, inFlight, droppedNow, delayed, dead, byCount, byAge, oldest, processed, failed, grouped :=
-		n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9], n[10]
+	ready, inFlight, droppedNow, delayed, dead, byCount, byAge, oldest, processed, failed, grouped, limited :=
+		n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9], n[10], n[11]
 	sz := broker.QueueSizes{
-		Queue: queue, Ready: ready, InFlight: inFlight, Delayed: delayed, Discarded: dead, Grouped: grouped,
+		Queue: queue, Ready: ready, InFlight: inFlight, Delayed: delayed, Discarded: dead, Grouped: grouped, Limited: limited,
 		Processed: processed, Failed: failed,
 		Discards: broker.DiscardStats{
 			Count: dead, DroppedByCount: byCount, DroppedByAge: byAge,

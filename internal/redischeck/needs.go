@@ -4,6 +4,7 @@ import (
 	"github.com/conveyorq/conveyor/internal/discards"
 	"github.com/conveyorq/conveyor/internal/groups"
 	"github.com/conveyorq/conveyor/internal/keys"
+	"github.com/conveyorq/conveyor/internal/limits"
 	"github.com/conveyorq/conveyor/internal/registry"
 	"github.com/conveyorq/conveyor/internal/timers"
 )
@@ -15,13 +16,14 @@ import (
 // unique keys, cron records, the promoters' wake-up channel),
 // internal/discards' (the discard list and its counters) and
 // internal/inspect's (the stats counters), internal/groups' (FIFO
-// groups), and the queue registry. Each
+// groups), internal/limits' (concurrency limits), and the queue registry. Each
 // driver adds the commands of its ready structure.
 func Durable(prefix string) []Need {
 	q := keys.Queue(prefix, ProbeQueue)
 	t := timers.QueueKeys(prefix, ProbeQueue)
 	d := discards.QueueKeys(prefix, ProbeQueue)
 	g := groups.QueueKeys(prefix, ProbeQueue)
+	l := limits.QueueKeys(prefix, ProbeQueue)
 	stats, reg, unique := q.Part("stats"), registry.Key(prefix), t.Unique("u")
 	return []Need{
 		Key(g.Jobs, "HMGET", g.Jobs, "f"),
@@ -38,6 +40,15 @@ func Durable(prefix string) []Need {
 		Key(g.Msgs, "HMGET", g.Msgs, "f"),
 		Key(g.Msgs, "HSET", g.Msgs, "f", "v"),
 		Key(g.Msgs, "HDEL", g.Msgs, "f"),
+		Key(l.Max, "HGETALL", l.Max),
+		Key(l.Max, "HSET", l.Max, "f", "1"),
+		Key(l.Max, "HDEL", l.Max, "f"),
+		Key(l.State, "HMGET", l.State, "f"),
+		Key(l.State, "HSET", l.State, "f", "v"),
+		Key(l.Of, "EXISTS", l.Of),
+		Key(l.Of, "HMGET", l.Of, "f"),
+		Key(l.Wait, "ZLEXCOUNT", l.Wait, "-", "+"),
+		Key(l.Wait, "ZRANGEBYLEX", l.Wait, "-", "+"),
 		Command("PING"),
 		Command("TIME"),
 		Key(q.Part("ready"), "EVALSHA", "0", "1", q.Part("ready")),

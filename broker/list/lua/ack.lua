@@ -13,6 +13,11 @@
 -- KEYS[2] <prefix>:{<queue>}:inflight  HASH receipt -> stored message
 -- KEYS[3] <prefix>:{<queue>}:stats     HASH processed, failed: cumulative counters
 -- KEYS[4] <prefix>:{<queue>}:reclaimed ZSET receipt of a lease a reclaim took, score = when (unix ms); see lib.lua
+-- KEYS[5] <prefix>:{<queue>}:ready     LIST of stored messages
+-- KEYS[6] <prefix>:{<queue>}:wake      ZSET wake signal, set when a job joins ready
+-- KEYS[7..12] the queue's limit keys (internal/limits): the deliveries'
+--          slots are given back, letting waiting jobs in at the front of
+--          ready (one EXISTS when no delivery holds a slot)
 -- ARGV[k] for k >= 1: the receipt of delivery k
 -- Reply: {k, status, ...} for each receipt k that did not settle: status
 -- "LEASE_LOST" when a reclaim took its lease, "GONE" when none did (a
@@ -22,5 +27,6 @@
 local oks, _, lost = take(KEYS[1], KEYS[2], KEYS[4], ARGV)
 if #oks > 0 then
   redis.call('HINCRBY', KEYS[3], 'processed', #oks)
+  limit_release(limit_keys(7), KEYS[5], KEYS[6], oks)
 end
 return lost

@@ -15,6 +15,8 @@
 -- KEYS[8] <prefix>:{<queue>}:ready        LIST of stored messages
 -- KEYS[9] <prefix>:{<queue>}:wake         ZSET wake signal, set when a job joins ready
 -- KEYS[10..13] the queue's group keys (internal/groups)
+-- KEYS[14..19] the queue's limit keys (internal/limits): the deliveries'
+--          slots are given back
 -- ARGV[1] n, the number of receipts
 -- ARGV[2] the cap on the queue's records, >= 1
 -- ARGV[3] .. ARGV[n+2] the receipts, delivery k at ARGV[k+2]
@@ -41,5 +43,6 @@ if #oks > 0 then
   local vs, admit = collect()
   group_release(group_keys(10), grouped, admit)
   push_to(KEYS[8], 'list', nil, KEYS[9], vs)
+  limit_release(limit_keys(14), KEYS[8], KEYS[9], oks)
 end
 return lost

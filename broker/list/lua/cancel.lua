@@ -19,6 +19,10 @@
 -- KEYS[5..8] the queue's group keys (internal/groups): a job waiting in its
 --   group's line is removed from there (looked up first, in the first ready
 --   stretch); a grouped job removed from ready lets the next one in
+-- KEYS[9..14] the queue's limit keys (internal/limits): a job waiting in
+--          a limit's line is removed from it (looked up first, with a
+--          ready search's first step); a ready job removed lets the jobs
+--          waiting for a limit with a free slot in (limit_pump)
 -- ARGV[1] "ready" or "in_flight"
 -- ARGV[2] job ID
 -- ARGV[3] cursor: a position in ready, an HSCAN cursor in flight ("0" to start)
@@ -41,6 +45,17 @@ if ARGV[1] == 'ready' then
   if off == 0 and grouped and group_unwait(G, id) then
     return {1, ''}
   end
+  if off == 0 then
+    local v = limit_unwait(limit_keys(9), id)
+    if v then
+      if grouped then
+        local admitted, admit = collect()
+        group_end(G, {v}, admit)
+        push_to(KEYS[1], 'list', nil, KEYS[4], admitted)
+      end
+      return {1, ''}
+    end
+  end
   local vs = redis.call('LRANGE', KEYS[1], off, off + n - 1)
   for i = 1, #vs do
     local pos = string.match(vs[i], '^1,%d+,%d+,%d+,()')
@@ -51,6 +66,10 @@ if ARGV[1] == 'ready' then
         group_end(G, {vs[i]}, admit)
         push_to(KEYS[1], 'list', nil, KEYS[4], admitted)
       end
+      -- It may have been let in by a slot it had not taken yet.
+      local let, admit = collect()
+      limit_pump(limit_keys(9), admit)
+      limit_push(KEYS[1], 'list', nil, KEYS[4], let)
       if redis.call('LLEN', KEYS[1]) == 0 then
         redis.call('DEL', KEYS[4])
       end

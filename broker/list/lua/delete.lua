@@ -27,13 +27,16 @@
 -- KEYS[19] <prefix>:{<queue>}:done_counts          HASH what retention dropped
 -- KEYS[20..23] the queue's group keys (internal/groups): group_jobs, groups,
 --          group_wait (whose jobs count as ready here), group_msgs
+-- KEYS[24..29] the queue's limit keys (internal/limits): limits,
+--          limit_state, limit_of, limit_wait (whose jobs count as ready
+--          here), limit_msgs, limit_jobs
 -- ARGV[1]  "1": delete even while jobs are in flight; else refuse then
 -- Reply: {1 deleted or 0 refused (jobs in flight; nothing deleted), ready,
 -- in flight, delayed, discarded, keys deleted}.
 -- Bounded: O(1) reads and one DEL of 23 keys, which frees every job of the
 -- queue: O(jobs held), the one cost of a delete that grows with the queue.
 
-local ready = redis.call('LLEN', KEYS[1]) + redis.call('ZCARD', KEYS[22])
+local ready = redis.call('LLEN', KEYS[1]) + redis.call('ZCARD', KEYS[22]) + redis.call('ZCARD', KEYS[27])
 local inflight = redis.call('ZCARD', KEYS[2])
 local delayed = redis.call('ZCARD', KEYS[4])
 local discarded = redis.call('LLEN', KEYS[6])

@@ -19,6 +19,8 @@
 -- KEYS[12] <prefix>:{<queue>}:wake         ZSET wake signal, set when a job joins ready
 -- KEYS[13..16] the queue's group keys (internal/groups): the discarded
 --          job lets the next of its group in
+-- KEYS[17..22] the queue's limit keys (internal/limits): the delivery's
+--          slots are given back
 -- ARGV[1] the delivery's receipt
 -- ARGV[2] its token (the receipt up to the first ',')
 -- ARGV[3] reason
@@ -50,6 +52,7 @@ redis.call('HINCRBY', KEYS[6], 'failed', 1)
 local admitted, admit = collect()
 group_end(group_keys(13), {v}, admit)
 push_to(KEYS[11], 'list', nil, KEYS[12], admitted)
+limit_release(limit_keys(17), KEYS[11], KEYS[12], {r})
 if tonumber(ARGV[6]) > 0 then
   record_put(KEYS[8], KEYS[9], KEYS[10], now_ms(), ARGV[9], ARGV[7], ARGV[6], ARGV[8])
 end

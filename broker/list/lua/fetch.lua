@@ -30,6 +30,10 @@
 --                                          read only when a lease is reclaimed
 -- KEYS[10..13] the queue's group keys (internal/groups): touched only when a
 --          reclaimed job ends (poison, cancelled) and the queue has groups
+-- KEYS[14..19] the queue's limit keys (internal/limits): the limits read
+--          (one HGETALL) when the call pops messages; a message over a limit
+--          waits in its line instead of being leased, the others take their
+--          slots; a reclaimed lease gives its slots back
 -- ARGV[1] max messages to lease, >= 1
 -- ARGV[2] visibility timeout, ms
 -- ARGV[3] max expired leases to reclaim
@@ -74,7 +78,7 @@ local max, vt = tonumber(ARGV[1]), tonumber(ARGV[2])
 local now = now_ms()
 
 local dl = discard_list(KEYS[4], KEYS[5], KEYS[6], ARGV[4], ARGV[6])
-local reclaimed, poisoned = reclaim(ready, lease, inflight, KEYS[7], KEYS[9], dl, tonumber(ARGV[5]), now, tonumber(ARGV[3]), group_keys(10))
+local reclaimed, poisoned = reclaim(ready, lease, inflight, KEYS[7], KEYS[9], dl, tonumber(ARGV[5]), now, tonumber(ARGV[3]), group_keys(10), limit_keys(14), KEYS[8])
 
 local deadline = now + vt
 -- Scores go to ZADD as strings: Redis formats a Lua number argument with
@@ -89,7 +93,7 @@ end
 local out = {deadline, -1, reclaimed, poisoned, 0, 0, 0}
 local vs = redis.call('RPOP', ready, max)
 if vs then
-  local zadd, hset = {}, {}
+  local lv, lr = {}, {}
   for i = 1, #vs do
     local v = vs[i]
     -- No rewrite of v: a new string per message is a copy, a hash of all
@@ -102,23 +106,35 @@ if vs then
     if not rec then
       discard(dl, now, MALFORMED, v)
       out[5] = out[5] + 1
-    elseif rec ~= '0' and lastrec and tonumber(rec) >= lastrec and #out > HEAD then
+    elseif rec ~= '0' and lastrec and tonumber(rec) >= lastrec and #lv > 0 then
       -- A message on its last chance is leased alone: if it is poison,
       -- the jobs fetched with it must not die with it and be counted as
       -- recovered too. It and the rest go back to the front, in order.
       back_from(vs, i)
       break
     else
-      local r = token .. ',' .. string.sub(v, pos, pos + #idlen + tonumber(idlen))
-      zadd[#zadd + 1] = score
-      zadd[#zadd + 1] = r
-      hset[#hset + 1] = r
-      hset[#hset + 1] = v
-      out[#out + 1] = v
+      lv[#lv + 1] = v
+      lr[#lr + 1] = token .. ',' .. string.sub(v, pos, pos + #idlen + tonumber(idlen))
       if rec ~= '0' and lastrec and tonumber(rec) >= lastrec then
         back_from(vs, i + 1)
         break
       end
+    end
+  end
+  -- Concurrency limits (internal/limits): a message over a limit waits in
+  -- its line instead of being leased. One HGETALL when the queue has none.
+  local L = limit_keys(14)
+  local ok, holds = limit_take(L, limit_config(L), lv)
+  local zadd, hset, held = {}, {}, {}
+  for i = 1, #lv do
+    if ok[i] then
+      local r = lr[i]
+      zadd[#zadd + 1] = score
+      zadd[#zadd + 1] = r
+      hset[#hset + 1] = r
+      hset[#hset + 1] = lv[i]
+      out[#out + 1] = lv[i]
+      held[#held + 1] = holds[i]
     end
   end
   -- ZADD counts the members it added: fewer than the messages leased
@@ -143,6 +159,13 @@ if vs then
     out[6] = 1
   end
   bulk('HSET', inflight, hset)
+  if #held > 0 then
+    local rs = {}
+    for i = 2, #zadd, 2 do
+      rs[#rs + 1] = zadd[i]
+    end
+    limit_hold(L, rs, held, #rs)
+  end
 end
 
 -- Fewer than max popped: ready is empty, and a signal left by a store no

@@ -8,6 +8,9 @@
 -- KEYS[1] <prefix>:{<queue>}:ready  LIST of stored messages
 -- KEYS[2] <prefix>:{<queue>}:wake   ZSET wake signal, set when a job joins ready
 -- KEYS[3..6] the queue's group keys (internal/groups)
+-- KEYS[7..12] the queue's limit keys (internal/limits): a job purged may
+--          have been let in by a slot it had not taken yet, so the jobs
+--          waiting for a limit with a free slot are let in (limit_pump)
 -- ARGV[1] max messages to delete, 1..1000
 -- Reply: {deleted, ready before this call}.
 -- Bounded: ARGV[1] messages.
@@ -24,5 +27,9 @@ if n > 0 then
   local admitted, admit = collect()
   group_end(G, vs, admit)
   push_to(KEYS[1], 'list', nil, KEYS[2], admitted)
+  local let
+  let, admit = collect()
+  limit_pump(limit_keys(7), admit)
+  limit_push(KEYS[1], 'list', nil, KEYS[2], let)
 end
 return {n, held}

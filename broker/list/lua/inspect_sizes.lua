@@ -10,12 +10,13 @@
 -- KEYS[6] <prefix>:{<queue>}:dead_expired  STRING count of records the age limit trimmed
 -- KEYS[7] <prefix>:{<queue>}:stats         HASH processed, failed: cumulative counters
 -- KEYS[8] <prefix>:{<queue>}:group_wait    ZSET the FIFO groups' lines (internal/groups)
+-- KEYS[9] <prefix>:{<queue>}:limit_wait    ZSET the concurrency limits' lines (internal/limits)
 -- ARGV[1] max age of discard records, ms (<= 0: no age limit)
 -- Reply: {ready, in flight, then queue_tail's nine figures}.
 -- Bounded: O(1) reads, at most 100 records dropped for age.
 
 local out = {redis.call('LLEN', KEYS[1]), redis.call('ZCARD', KEYS[2])}
-local tail = queue_tail(KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], ARGV[1], KEYS[8])
+local tail = queue_tail(KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], ARGV[1], KEYS[8], KEYS[9])
 for i = 1, #tail do
   out[#out + 1] = tail[i]
 end

@@ -128,12 +128,15 @@ end
 -- died before ending it.
 --
 -- A job that ends here (poison or cancelled) lets the next job of its
--- group in, at the back of ready (group keys G, internal/groups).
+-- group in, at the back of ready (group keys G, internal/groups). Every
+-- lease taken gives back its concurrency limit slots (limit keys L,
+-- internal/limits), letting waiting jobs in at the front of ready and
+-- setting the wake signal wk.
 --
 -- It returns how many went back to ready and how many were discarded. The
 -- lease ZSET is read and changed in this one script, so two reapers running
 -- at once can never move one message twice.
-local function reclaim(ready, lease, inflight, rec, marks, dl, maxrec, now, limit, G)
+local function reclaim(ready, lease, inflight, rec, marks, dl, maxrec, now, limit, G, L, wk)
   local rs = redis.call('ZRANGEBYSCORE', lease, '-inf', now, 'LIMIT', 0, limit)
   if #rs == 0 then
     return 0, 0
@@ -188,6 +191,9 @@ local function reclaim(ready, lease, inflight, rec, marks, dl, maxrec, now, limi
   local vs, admit = collect()
   group_end(G, ended, admit)
   push_to(ready, 'list', nil, nil, vs)
+  vs, admit = collect()
+  limit_end(L, rs, admit)
+  limit_push(ready, 'list', nil, wk, vs)
   return #back, poisoned
 end
 
@@ -251,4 +257,14 @@ local function take(lease, inflight, rec, rs)
     end
   end
   return oks, okat, lost
+end
+
+-- limit_release gives back the concurrency limit slots (limit keys L,
+-- internal/limits) of the deliveries with receipts rs, whose leases ended,
+-- and puts the jobs that lets in at the front of ready, setting the wake
+-- signal wk. One EXISTS when no delivery of the queue holds a slot.
+local function limit_release(L, ready, wk, rs)
+  local vs, admit = collect()
+  limit_end(L, rs, admit)
+  limit_push(ready, 'list', nil, wk, vs)
 end

@@ -17,6 +17,8 @@
 --                                          such a delivery's message is removed, not requeued
 -- KEYS[10..13] the queue's group keys (internal/groups): a job that ends
 --          here (poison, cancelled) lets the next of its group in
+-- KEYS[14..19] the queue's limit keys (internal/limits): the leases taken
+--          give their slots back
 -- ARGV[1] max expired leases to take, >= 1
 -- ARGV[2] poison cap: the recovery count at which an expired lease's message
 --         is discarded instead of requeued; <= 0 turns the cap off
@@ -32,7 +34,7 @@
 local now = now_ms()
 local requeued, poisoned = reclaim(KEYS[1], KEYS[2], KEYS[3], KEYS[7], KEYS[9],
   discard_list(KEYS[4], KEYS[5], KEYS[6], ARGV[3], ARGV[4]),
-  tonumber(ARGV[2]), now, tonumber(ARGV[1]), group_keys(10))
+  tonumber(ARGV[2]), now, tonumber(ARGV[1]), group_keys(10), limit_keys(14), KEYS[8])
 if redis.call('LLEN', KEYS[1]) > 0 then
   wake(KEYS[8])
 end

@@ -14,6 +14,8 @@
 -- KEYS[6] <prefix>:{<queue>}:canceled  ZSET receipt of a cancelled delivery (internal/cancels)
 -- KEYS[7..10] the queue's group keys (internal/groups): a cancelled job
 --   that ends here lets the next of its group in
+-- KEYS[11..16] the queue's limit keys (internal/limits): the deliveries'
+--          slots are given back
 -- ARGV[k] for k >= 1: the receipt of delivery k
 -- Reply: {k, status, ...} for each receipt k that was not released (status
 -- "LEASE_LOST" or "GONE", as for ack.lua); empty when all were.
@@ -44,6 +46,7 @@ if #back > 0 then
   bulk('RPUSH', ready, back)
   wake(KEYS[5])
 end
+limit_release(limit_keys(11), ready, KEYS[5], oks)
 local admitted, admit = collect()
 group_end(group_keys(7), ended, admit)
 push_to(ready, 'list', nil, KEYS[5], admitted)

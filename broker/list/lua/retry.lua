@@ -21,6 +21,8 @@
 -- KEYS[9] <prefix>:{<queue>}:canceled  ZSET receipt of a cancelled delivery (internal/cancels)
 -- KEYS[10..13] the queue's group keys (internal/groups): a cancelled job
 --   that ends here lets the next of its group in
+-- KEYS[14..19] the queue's limit keys (internal/limits): the delivery's
+--          slots are given back
 -- ARGV[1] the delivery's receipt
 -- ARGV[2] its token (the receipt up to the first ',')
 -- ARGV[3] the wait until it is due, ms from the server's now (0: now)
@@ -58,6 +60,7 @@ if not d or redis.call('ZREM', lease, r) == 0 then
   return 'LEASE_LOST'
 end
 redis.call('HDEL', inflight, r)
+limit_release(limit_keys(14), ready, KEYS[8], {r})
 if canceled_among(KEYS[9], {r})[r] then
   redis.call('ZREM', KEYS[9], r)
   local admitted, admit = collect()

@@ -8,12 +8,20 @@
 -- runs ack_record.lua instead, so this script never touches the record
 -- keys nor the group keys.
 --
+-- The deliveries settled give back their concurrency limit slots
+-- (internal/limits), held under their entry IDs, and the jobs that lets
+-- in are appended to the stream: one EXISTS when no delivery of the queue
+-- holds a slot.
+--
 -- KEYS[1]  <prefix>:{<queue>}:stream   STREAM with the consumer group ARGV[1]
 -- KEYS[2]  <prefix>:{<queue>}:stats    HASH processed, failed: cumulative counters
 -- KEYS[3]  <prefix>:{<queue>}:reclaimed  ZSET tokens of deliveries whose lease a
 --          reclaim took (internal/reclaims); read only for an entry not pending
 -- KEYS[4]  <prefix>:{<queue>}:wake     ZSET wake signal (internal/wake): deleted when the
---          stream is left with no entry, so that no signal outlives the work
+--          stream is left with no entry, so that no signal outlives the work;
+--          set when a job waiting for a slot is let in
+-- KEYS[5..10] the queue's limit keys (internal/limits): limits, limit_state,
+--          limit_of, limit_wait, limit_msgs, limit_jobs
 -- ARGV[1]  consumer group name
 -- ARGV[2]  consumer name
 -- ARGV[3]  lowest entry ID among the pairs
@@ -26,5 +34,10 @@
 -- "LEASE_LOST" (pending for another consumer or with another count).
 -- Bounded: the caller sends at most 512 pairs; the ranged XPENDING returns
 -- at most two entries per pair, then at most one XPENDING and one XRANGE
--- per pair it missed.
-return ack_entries(5, 2)
+-- per pair it missed; with slots held, a few commands and one XADD per job
+-- let in (at most LET_IN_MAX, internal/limits).
+local out, ids = ack_entries(5, 2)
+local vs, admit = collect()
+limit_end(limit_keys(5), ids, admit)
+limit_push(KEYS[1], 'stream', ARGV[1], KEYS[4], vs)
+return out

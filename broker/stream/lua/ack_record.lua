@@ -10,6 +10,9 @@
 -- writes, XACK first, so that a full Redis (maxmemory, noeviction) still
 -- lets the ack run (see ack_entries).
 --
+-- The deliveries settled give back their concurrency limit slots, as in
+-- ack.lua (internal/limits).
+--
 -- A script of its own rather than an optional part of ack.lua: a batch
 -- without records or groups keeps ack.lua's KEYS, ARGV and cost unchanged.
 --
@@ -24,6 +27,8 @@
 -- KEYS[7]  <prefix>:{<queue>}:done_counts  HASH expired, dropped: records retention removed
 -- KEYS[8..11] the queue's group keys (internal/groups); touched only when a
 --          grouped delivery settled
+-- KEYS[12..17] the queue's limit keys (internal/limits); KEYS[4] is set when
+--          a job waiting for a slot is let in
 -- ARGV[1]  consumer group name
 -- ARGV[2]  consumer name
 -- ARGV[3]  lowest entry ID among the deliveries
@@ -39,7 +44,7 @@
 -- handful of commands, and at most two retention steps of 100 records),
 -- plus per grouped delivery settled a few commands and one XADD per job
 -- let in.
-local out = ack_entries(6, 6)
+local out, ids = ack_entries(6, 6)
 local now
 local ended = {}
 for k = 1, #out do
@@ -57,4 +62,7 @@ end
 local vs, admit = collect()
 group_release(group_keys(8), ended, admit)
 push_to(KEYS[1], 'stream', ARGV[1], KEYS[4], vs)
+vs, admit = collect()
+limit_end(limit_keys(12), ids, admit)
+limit_push(KEYS[1], 'stream', ARGV[1], KEYS[4], vs)
 return out

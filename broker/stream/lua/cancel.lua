@@ -17,6 +17,15 @@
 -- it belongs to a group, the next waiting job of its group is appended to
 -- the stream (one EXISTS when the queue has no grouped job).
 --
+-- Concurrency limits (internal/limits): a job waiting in a limit's line
+-- for a slot counts as ready too; the first ready stretch looks there as
+-- well (one HGET) and removes it from the line. When it belongs to a
+-- group, it ends its job there: the next waiting job of its group is
+-- appended to the stream. A ready entry deleted may be a job a slot let
+-- in, which takes the slot only when read: the jobs waiting for a limit
+-- with a free slot are let in (limit_pump; one HGETALL when the queue has
+-- no limit state).
+--
 -- An in-flight entry (pending in the group) is marked: mark_canceled
 -- (internal/cancels) adds its entry ID to the marks ZSET and publishes the
 -- job ID on the queue's cancel channel. The entry ID names the delivery: a
@@ -32,6 +41,9 @@
 --         stream is left with no entry, set when a grouped job is let in
 -- KEYS[4..7] the queue's group keys (internal/groups); read only in the
 --         ready state
+-- KEYS[8..13] the queue's limit keys (internal/limits): limits, limit_state,
+--         limit_of, limit_wait, limit_msgs, limit_jobs; read only in the
+--         ready state
 -- ARGV[1] consumer group name
 -- ARGV[2] "ready" or "in_flight"
 -- ARGV[3] job (message) ID
@@ -41,13 +53,23 @@
 -- Reply: {1, ""} when found (and cancelled); else {0, cursor to go on
 -- after ("": the state's entries end within this stretch)}.
 -- Bounded: ARGV[5] entries, one XPENDING for an in-flight match; a ready
--- match lets at most its group's limit of jobs in.
+-- match lets at most its group's limit of jobs in, and per limit at most
+-- LET_IN_MAX jobs waiting for a slot (internal/limits).
 
 local stream, group, mode, id = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
 local cursor, n = ARGV[4], tonumber(ARGV[5])
 local G = group_keys(4)
-if mode == 'ready' and cursor == '' and group_unwait(G, id) then
-  return {1, ''}
+if mode == 'ready' and cursor == '' then
+  if group_unwait(G, id) then
+    return {1, ''}
+  end
+  local v = limit_unwait(limit_keys(8), id)
+  if v then
+    local vs, admit = collect()
+    group_end(G, {v}, admit)
+    push_to(stream, 'stream', group, KEYS[3], vs)
+    return {1, ''}
+  end
 end
 local last = last_delivered(stream, group)
 if not last then
@@ -67,6 +89,7 @@ for _, e in ipairs(r) do
       end
       local vs, admit = collect()
       group_end(G, {entry_body(e[2])}, admit)
+      limit_pump(limit_keys(8), admit)
       push_to(stream, 'stream', group, KEYS[3], vs)
       return {1, ''}
     end

@@ -15,7 +15,9 @@
 --
 -- A discard ends the job: when it belongs to a group (internal/groups),
 -- the next waiting job of its group is appended to the stream (one EXISTS
--- when the queue has no grouped job).
+-- when the queue has no grouped job), and its delivery gives back its
+-- concurrency limit slots (internal/limits), letting the next waiting jobs
+-- in (one EXISTS when no delivery of the queue holds a slot).
 --
 -- When ARGV[8] is above 0 the record of the finished job is written too
 -- (internal/records' record_put, which the Go side puts in front), after
@@ -37,6 +39,9 @@
 -- KEYS[10] <prefix>:{<queue>}:done_counts  HASH expired, dropped: records retention removed
 -- KEYS[11..14] the queue's group keys (internal/groups); KEYS[7] is set when
 --          a grouped job is let in
+-- KEYS[15..20] the queue's limit keys (internal/limits): limits, limit_state,
+--          limit_of, limit_wait, limit_msgs, limit_jobs; KEYS[7] is set when
+--          a job waiting for a slot is let in
 -- ARGV[1]  consumer group name
 -- ARGV[2]  consumer name
 -- ARGV[3]  entry ID
@@ -95,6 +100,9 @@ end
 local vs, admit = collect()
 group_end(group_keys(11), {m}, admit)
 push_to(stream, 'stream', group, KEYS[7], vs)
+vs, admit = collect()
+limit_end(limit_keys(15), {id}, admit)
+limit_push(stream, 'stream', group, KEYS[7], vs)
 if tonumber(ARGV[8]) > 0 then
   record_put(KEYS[8], KEYS[9], KEYS[10], now, ARGV[11], ARGV[9], ARGV[8], ARGV[10])
 end

@@ -36,6 +36,18 @@
 -- of its group is appended to the stream (one EXISTS when the queue has no
 -- grouped job). An entry taken over and delivered again keeps its place.
 --
+-- Concurrency limits (internal/limits; limit_admit in lib.lua): a slot is
+-- held under the entry ID, which a takeover keeps, so an entry taken over
+-- keeps the slots its earlier delivery took. An entry that ends here
+-- (poison, cancelled, or found deleted while pending) gives its slots
+-- back, and the jobs that lets in are appended to the stream. The entries
+-- to deliver that hold no slot, the new ones read and those taken over
+-- that were read before the queue had limits, take their slots; one over
+-- a limit is XACKed and XDELed instead of delivered and waits in the
+-- limit's line. The limits are read (one HGETALL) only when the call has
+-- entries to deliver; an ending entry costs one EXISTS while no delivery
+-- holds a slot.
+--
 -- The driver runs it only for rounds that take over expired leases; other
 -- rounds read new entries with a plain XREADGROUP (fetch.go, readNew).
 -- Timers are not this script's business: a promoter appends them
@@ -55,6 +67,9 @@
 -- KEYS[8..11] the queue's group keys (internal/groups); read only when a
 --          takeover discards or removes an entry; KEYS[6] is set when a
 --          grouped job is let in
+-- KEYS[12..17] the queue's limit keys (internal/limits): limits, limit_state,
+--          limit_of, limit_wait, limit_msgs, limit_jobs; KEYS[6] is set
+--          when a job waiting for a slot is let in
 -- ARGV[1]  consumer group name
 -- ARGV[2]  consumer name
 -- ARGV[3]  max messages to return (the caller caps it at 1000)
@@ -67,7 +82,8 @@
 --
 -- Reply: a flat array
 --   [1] next XAUTOCLAIM cursor ("" when reclaiming was skipped)
---   [2] always -1 (it was the next timer's due time; promoters own timers now)
+--   [2] number of entries read or taken over but not delivered: over a
+--       concurrency limit, they wait in its line (see limit_admit)
 --   [3] 1 when the stream does not exist (nothing to read; block on its creation), else 0
 --   [4] d = number of entry IDs XAUTOCLAIM found deleted while pending
 --   [5] p = number of entries discarded as poison
@@ -81,7 +97,8 @@
 -- Bounded: one XAUTOCLAIM of COUNT ARGV[3] (it scans at most ten times
 -- that many pending entries), one XPENDING per entry it claims, one
 -- ZMSCORE of the entries it claims when any delivery of the queue is
--- marked; read ARGV[3].
+-- marked; read ARGV[3]; with limits, a few commands per call and one XADD
+-- per job let in (at most LET_IN_MAX, internal/limits).
 local stream, dead = KEYS[1], KEYS[2]
 local group, me = ARGV[1], ARGV[2]
 local max = tonumber(ARGV[3])
@@ -90,11 +107,12 @@ local maxRecoveries = tonumber(ARGV[6])
 local now = now_ms()
 
 if redis.call('EXISTS', stream) == 0 then
-  return {'', -1, 1, 0, 0}
+  return {'', 0, 1, 0, 0}
 end
 local exists = true
+local L = limit_keys(12)
 
-local out = {'', -1, 0, 0, 0}
+local out = {'', 0, 0, 0, 0}
 local got = 0
 -- Triples of the entries to deliver, appended to out after the IDs.
 local ds = {}
@@ -205,7 +223,16 @@ if ARGV[5] ~= '' then
   end
   local vs, admit = collect()
   group_end(group_keys(8), ended, admit)
-  push_to(stream, 'stream', group, KEYS[6], vs)
+  -- Every entry that ends here gives its slots back; one deleted while
+  -- pending too: its message is lost, and its slots would be.
+  local gone = {}
+  for _, ids in ipairs({deleted, dropped, poisoned}) do
+    for i = 1, #ids do
+      gone[#gone + 1] = ids[i]
+    end
+  end
+  limit_end(L, gone, admit)
+  limit_push(stream, 'stream', group, KEYS[6], vs)
 end
 
 if exists and got == 0 then
@@ -220,7 +247,16 @@ if exists and got == 0 then
   end
 end
 
-for i = 1, #ds do
-  out[#out + 1] = ds[i]
+local parked, np = {}, 0
+if #ds > 0 then
+  parked, np = limit_admit(stream, group, KEYS[6], L, limit_config(L), ds)
+end
+out[2] = np
+for i = 1, #ds, 3 do
+  if not parked[ds[i]] then
+    out[#out + 1] = ds[i]
+    out[#out + 1] = ds[i + 1]
+    out[#out + 1] = ds[i + 2]
+  end
 end
 return out

@@ -4,17 +4,24 @@
 -- entries are never purged (they are under a lease). A stream left empty
 -- stays, with its group (see ack.lua). A grouped job purged ends: the next
 -- waiting job of its group (internal/groups) is appended to the stream, and
--- a later step may purge it.
+-- a later step may purge it. An entry purged may be a job a slot let in,
+-- which takes the slot only when read: the jobs waiting for a limit with a
+-- free slot are let in (limit_pump, internal/limits), and a later step may
+-- purge them too.
 --
 -- KEYS[1] <prefix>:{<queue>}:stream  STREAM with the consumer group ARGV[1]
 -- KEYS[2] <prefix>:{<queue>}:wake    ZSET wake signal (internal/wake), set when a
 --         grouped job is let in
 -- KEYS[3..6] the queue's group keys (internal/groups); read only when the
 --         queue has grouped jobs (one EXISTS otherwise)
+-- KEYS[7..12] the queue's limit keys (internal/limits): limits, limit_state,
+--         limit_of, limit_wait, limit_msgs, limit_jobs; read when entries
+--         were purged (one HGETALL when the queue has no limit state)
 -- ARGV[1] consumer group name
 -- ARGV[2] max entries to delete, 1..1000
 -- Reply: {deleted, ready before this call}.
--- Bounded: ARGV[2] entries, and at most their groups' limits of jobs let in.
+-- Bounded: ARGV[2] entries, and at most their groups' limits of jobs let
+-- in, and per concurrency limit at most LET_IN_MAX.
 
 local stream, group = KEYS[1], ARGV[1]
 local last = last_delivered(stream, group)
@@ -35,9 +42,12 @@ end
 if #ids > 0 then
   redis.call('XDEL', stream, unpack(ids))
 end
+local vs, admit = collect()
 if grouped then
-  local vs, admit = collect()
   group_end(G, jobs, admit)
-  push_to(stream, 'stream', group, KEYS[2], vs)
 end
+if #ids > 0 then
+  limit_pump(limit_keys(7), admit)
+end
+push_to(stream, 'stream', group, KEYS[2], vs)
 return {#ids, held}

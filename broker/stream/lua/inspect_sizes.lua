@@ -12,6 +12,7 @@
 -- KEYS[5] <prefix>:{<queue>}:dead_expired  STRING count of records the age limit trimmed
 -- KEYS[6] <prefix>:{<queue>}:stats         HASH processed, failed: cumulative counters
 -- KEYS[7] <prefix>:{<queue>}:group_wait    ZSET the FIFO groups' lines (internal/groups)
+-- KEYS[8] <prefix>:{<queue>}:limit_wait    ZSET the concurrency limits' lines (internal/limits)
 -- ARGV[1] consumer group name
 -- ARGV[2] max age of discard records, ms (<= 0: no age limit)
 -- Reply: {ready, in flight, then queue_tail's nine figures}.
@@ -23,7 +24,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   ready = math.max(0, redis.call('XLEN', KEYS[1]) - inflight)
 end
 local out = {ready, inflight}
-local tail = queue_tail(KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[2], KEYS[7])
+local tail = queue_tail(KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[2], KEYS[7], KEYS[8])
 for i = 1, #tail do
   out[#out + 1] = tail[i]
 end

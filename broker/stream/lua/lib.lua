@@ -1,10 +1,10 @@
 -- lib.lua: helpers shared by the stream driver's scripts that read entries
--- (fetch.lua and the inspection scripts) or settle them (ack.lua,
+-- (fetch.lua, admit.lua and the inspection scripts) or settle them (ack.lua,
 -- ack_record.lua, requeue.lua, discard.lua), and append the jobs a group
--- lets in (internal/groups). The Go side puts this text in
--- front of each of them (see scripts.go and inspect.go), so every script
--- still runs as one self-contained EVAL; the helpers are locals, as Redis 7
--- forbids script globals.
+-- or a concurrency limit lets in (internal/groups, internal/limits). The Go
+-- side puts this text in front of each of them (see scripts.go and
+-- inspect.go), so every script still runs as one self-contained EVAL; the
+-- helpers are locals, as Redis 7 forbids script globals.
 --
 -- An entry holds one field, "m": the stored message (internal/codec).
 --
@@ -42,9 +42,11 @@ end
 -- count part of the token) at ARGV[i + 1]. KEYS[1..4] and ARGV[1..4] are
 -- ack.lua's (stream, stats, reclaimed, wake; group, consumer, lowest and
 -- highest entry ID). It returns one status per delivery, in order, as
--- ack.lua replies. ack.lua is this call alone; ack_record.lua adds the
--- records of finished jobs and the release of grouped jobs after it, which
--- is why it is shared here rather than written out in both.
+-- ack.lua replies, and the entry IDs of the deliveries settled, whose
+-- concurrency limit slots the caller gives back (internal/limits). ack.lua
+-- is this call and that; ack_record.lua adds the records of finished jobs
+-- and the release of grouped jobs, which is why it is shared here rather
+-- than written out in both.
 --
 -- Each delivery is fenced: its entry must be pending in the group, owned by
 -- this consumer, with the delivery count the consumer was handed (XACK alone
@@ -72,7 +74,7 @@ local function ack_entries(first, step)
     for i = first, #ARGV, step do
       out[#out + 1] = lost_status(stream, KEYS[3], ARGV[i], ARGV[i + 1])
     end
-    return out
+    return out, {}
   end
 
   local seen = {}
@@ -116,5 +118,72 @@ local function ack_entries(first, step)
       redis.call('DEL', KEYS[4])
     end
   end
-  return out
+  return out, ids
+end
+
+-- limit_admit applies the queue's concurrency limits (internal/limits, keys
+-- L) to the entries ds read for a consumer, flat triples of entry ID,
+-- delivery count and stored message, before they are handed out. A slot
+-- is held under the entry ID, which a takeover keeps: an entry that holds
+-- slots already (its earlier delivery's lease was taken over) keeps them
+-- and takes none. Each other entry takes its slots or, over a limit,
+-- waits in that limit's line: its entry is XACKed and XDELed (it is not
+-- handed out, and no attempt is counted), and the line keeps its message
+-- with this entry's crash recoveries (delivery count - 1) added, as a
+-- requeue stores it. wk, the wake signal, is deleted when that leaves the
+-- stream with no entry. cfg is the queue's limits (limit_config; nil:
+-- none, and nothing is done). It returns the set of the entry IDs parked
+-- (ID -> true) and their number.
+local function limit_admit(stream, group, wk, L, cfg, ds)
+  if not cfg or #ds == 0 then
+    return {}, 0
+  end
+  local ids = {}
+  for i = 1, #ds, 3 do
+    ids[#ids + 1] = ds[i]
+  end
+  local held = {}
+  for i = 1, #ids, CHUNK do
+    local part = {unpack(ids, i, math.min(i + CHUNK - 1, #ids))}
+    local vals = redis.call('HMGET', L.of, unpack(part))
+    for j = 1, #part do
+      if vals[j] then
+        held[part[j]] = true
+      end
+    end
+  end
+  local hs, vs = {}, {}
+  for i = 1, #ds, 3 do
+    if not held[ds[i]] then
+      local m, count = ds[i + 2], tonumber(ds[i + 1])
+      if count > 1 then
+        local a, r, pos = string.match(m, '^1,%d+,(%d+),(%d+),()')
+        if a then
+          m = '1,0,' .. a .. ',' .. (tonumber(r) + count - 1) .. ',' .. string.sub(m, pos)
+        end
+      end
+      hs[#hs + 1] = ds[i]
+      vs[#vs + 1] = m
+    end
+  end
+  local ok, holds = limit_take(L, cfg, vs)
+  local rs, rh, parked, set = {}, {}, {}, {}
+  for i = 1, #hs do
+    if ok[i] then
+      rs[#rs + 1] = hs[i]
+      rh[#rh + 1] = holds[i]
+    else
+      parked[#parked + 1] = hs[i]
+      set[hs[i]] = true
+    end
+  end
+  limit_hold(L, rs, rh, #rs)
+  if #parked > 0 then
+    bulk('XACK', stream, parked, group)
+    bulk('XDEL', stream, parked)
+    if redis.call('XLEN', stream) == 0 then
+      redis.call('DEL', wk)
+    end
+  end
+  return set, #parked
 end

@@ -20,6 +20,12 @@
 -- its group is appended to the stream. A grouped job handed back otherwise
 -- keeps its place in its group: its group waits for it.
 --
+-- Every delivery handed back or removed gives back its concurrency limit
+-- slots (internal/limits), held under the entry ID it no longer has: the
+-- message stored again takes slots anew when it is fetched. The jobs that
+-- lets in are appended to the stream after the messages handed back (one
+-- EXISTS when no delivery of the queue holds a slot).
+--
 -- KEYS[1]  <prefix>:{<queue>}:stream   STREAM with the consumer group ARGV[1]
 -- KEYS[2]  <prefix>:{<queue>}:delayed  ZSET timer ID, score = due time (unix ms)
 -- KEYS[3]  <prefix>:{<queue>}:timers   HASH timer ID -> encoded message
@@ -33,6 +39,9 @@
 -- KEYS[7]  <prefix>:{<queue>}:canceled  ZSET entry ID of a cancelled delivery (internal/cancels)
 -- KEYS[8..11] the queue's group keys (internal/groups); touched only when a
 --          cancelled delivery is removed
+-- KEYS[12..17] the queue's limit keys (internal/limits): limits, limit_state,
+--          limit_of, limit_wait, limit_msgs, limit_jobs; KEYS[6] is set when
+--          a job waiting for a slot is let in
 -- ARGV[1]  consumer group name
 -- ARGV[2]  consumer name
 -- ARGV[3]  attempt increment: 1 for a retry, 0 for a postpone or a release
@@ -44,7 +53,8 @@
 -- lost_status in lib.lua; so when the stream does not exist); else
 -- "LEASE_LOST".
 -- Bounded: one iteration per triple; the caller sends at most 512 triples.
--- A removed grouped job lets at most its group's limit of jobs in.
+-- A removed grouped job lets at most its group's limit of jobs in; the
+-- slots given back let at most LET_IN_MAX jobs in (internal/limits).
 local stream, delayed = KEYS[1], KEYS[2]
 local group, me = ARGV[1], ARGV[2]
 local inc = tonumber(ARGV[3])
@@ -80,8 +90,9 @@ local canceled = canceled_among(KEYS[7], ids)
 
 local requeued = 0
 local added = false
--- ended: the job IDs of the cancelled deliveries removed.
-local ended = {}
+-- ended: the job IDs of the cancelled deliveries removed; acked: the
+-- entry IDs of all the deliveries settled, whose slots go back.
+local ended, acked = {}, {}
 for i = 4, #ARGV, 3 do
   local id = ARGV[i]
   local status = 'LEASE_LOST'
@@ -111,6 +122,7 @@ for i = 4, #ARGV, 3 do
     if a then
       redis.call('XACK', stream, group, id)
       redis.call('XDEL', stream, id)
+      acked[#acked + 1] = id
       if canceled[id] then
         redis.call('ZREM', KEYS[7], id)
         ended[#ended + 1] = m
@@ -146,4 +158,7 @@ end
 local vs, admit = collect()
 group_end(group_keys(8), ended, admit)
 push_to(stream, 'stream', group, KEYS[6], vs)
+vs, admit = collect()
+limit_end(limit_keys(12), acked, admit)
+limit_push(stream, 'stream', group, KEYS[6], vs)
 return out

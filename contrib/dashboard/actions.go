@@ -83,6 +83,36 @@ var actions = map[string]action{
 		}
 		return 1, conveyor.JobDelayed, err
 	}},
+	"canceljob": {run: func(ctx context.Context, insp *conveyor.Inspector, queue string, form url.Values) (int, conveyor.JobState, error) {
+		id := strings.TrimSpace(form.Get("id"))
+		if id == "" {
+			return 0, 0, badRequest("no job ID given")
+		}
+		st, err := insp.CancelJob(ctx, queue, id)
+		if err == nil && st == 0 {
+			err = fmt.Errorf("job %q %w in queue %q: no job with this ID is delayed, ready or in flight "+
+				"(it finished, was discarded, or never was)", id, errNotFound, queue)
+		}
+		// The page of the state it was in: a job waiting in a FIFO group's
+		// or a concurrency limit's line is reported ready.
+		return 1, st, err
+	}},
+	// setlimit writes: a raised or removed limit lets the jobs waiting
+	// for a slot into the queue's ready structure.
+	"setlimit": {write: true, run: func(ctx context.Context, insp *conveyor.Inspector, queue string, form url.Values) (int, conveyor.JobState, error) {
+		kind := strings.TrimSpace(form.Get("kind"))
+		if form.Get("max") == "" {
+			return 0, 0, badRequest(fmt.Sprintf("no limit given: a number of jobs from 1 to %d, or 0 to remove the limit", broker.MaxLimit))
+		}
+		n, err := intParam(form, "max", 0, 0, broker.MaxLimit)
+		if err != nil {
+			return 0, 0, err
+		}
+		if err := broker.ValidateLimit(queue, kind, n); err != nil {
+			return 0, 0, badRequest(err.Error())
+		}
+		return n, conveyor.JobReady, insp.SetLimit(ctx, queue, kind, n)
+	}},
 	"delete": {overview: true, run: func(ctx context.Context, insp *conveyor.Inspector, queue string, form url.Values) (int, conveyor.JobState, error) {
 		if form.Get("confirm") != queue {
 			return 0, 0, badRequest(fmt.Sprintf("type the queue's name, %q, to confirm the delete: its jobs cannot be brought back", queue))
@@ -185,6 +215,22 @@ func actionDone(q url.Values) string {
 		return "Cancelled the timer."
 	case "reschedule":
 		return "Moved the timer."
+	case "canceljob":
+		switch q.Get("state") {
+		case "ready":
+			return "Cancelled the ready job: it was removed before any worker took it."
+		case "delayed":
+			return "Cancelled the delayed job: its timer was removed."
+		case "in-flight":
+			return "Cancelled the job in flight: the pool running it cancels its handler's context with cause conveyor.ErrJobCanceled " +
+				"and does not retry it; if its worker died, it is removed when its lease runs out."
+		}
+		return "Cancelled the job."
+	case "setlimit":
+		if n == 0 {
+			return "Removed the concurrency limit: the jobs waiting for a slot are let in at once."
+		}
+		return fmt.Sprintf("Set the concurrency limit to %d jobs running at once: a raised limit lets waiting jobs in at once, a lowered one takes effect as running jobs end.", n)
 	case "delete":
 		return fmt.Sprintf("Deleted the queue %q and its %d jobs.", q.Get("q"), n)
 	case "pause":

@@ -174,8 +174,8 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("the finished jobs = %q, outcomes %q, errors %q; want ok1 and bad1, bad1 discarded with the literal %q",
 				ids, outcomes, errs, finishedError)
 		}
-		if got := evalJS[[]string](tb, `Array.from(document.querySelectorAll("main form[method=post]"), f => f.getAttribute("action"))`); !slices.Equal(got, []string{"pause", "delete"}) {
-			t.Errorf("the finished tab's forms POST to %q, want the queue's pause and delete alone (no purge, no per-job action)", got)
+		if got := evalJS[[]string](tb, `Array.from(document.querySelectorAll("main form[method=post]"), f => f.getAttribute("action"))`); !slices.Equal(got, []string{"pause", "setlimit", "delete"}) {
+			t.Errorf("the finished tab's forms POST to %q, want the queue's pause, limit and delete alone (no purge, no per-job action)", got)
 		}
 		tb.click(`//main//a[.="bad1"]`)
 		harmless("the finished job's page")

@@ -171,6 +171,7 @@ func (h *Handler) queue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil && !errors.Is(err, broker.ErrUnsupported) {
 		return err
 	}
+	canLimit := err == nil // the driver keeps limits: the page may set them
 	page, err := insp.Jobs(ctx, probe.Name, state, &conveyor.ListOptions{Offset: offset, Limit: limit})
 	if err != nil {
 		return err
@@ -178,6 +179,7 @@ func (h *Handler) queue(w http.ResponseWriter, r *http.Request) error {
 	data := struct {
 		Queue     queueprobe.Figures
 		Limits    []broker.Limit
+		CanLimit  bool
 		State     conveyor.JobState
 		Counts    map[conveyor.JobState]int64
 		Records   conveyor.RecordStats
@@ -193,7 +195,7 @@ func (h *Handler) queue(w http.ResponseWriter, r *http.Request) error {
 		Queue: queueprobe.Figures{Queue: probe, QueueSizes: sizes}, State: state, Page: page,
 		Counts: map[conveyor.JobState]int64{conveyor.JobReady: sizes.Ready, conveyor.JobInFlight: sizes.InFlight,
 			conveyor.JobDelayed: sizes.Delayed, conveyor.JobDiscarded: sizes.Discarded, conveyor.JobFinished: records.Count},
-		Records: records, Limits: limits,
+		Records: records, Limits: limits, CanLimit: canLimit,
 		First: offset + 1, Last: offset + len(page.Jobs), Prev: max(0, offset-limit), HasPrev: offset > 0,
 		// Leased jobs cannot be purged; records are dropped by retention alone.
 		Purgeable: state != conveyor.JobInFlight && state != conveyor.JobFinished,

@@ -51,6 +51,9 @@ type Capabilities struct {
 	// Limits: fleet-wide concurrency limits per queue and per kind are
 	// honoured (the driver implements Limiter).
 	Limits bool
+	// History: each queue's sizes and counters are sampled by its keeper
+	// and kept for a bounded time (the driver implements Historian).
+	History bool
 }
 
 // ConsumerOptions configure one Consumer. The zero value is valid.

@@ -147,7 +147,28 @@ type Config struct {
 	Records time.Duration
 	// QueueRecords sets Records per queue, for the queues named.
 	QueueRecords map[string]time.Duration
+	// HistoryEvery is how often the keeper of each queue (one pool of the
+	// fleet, elected per queue) samples the queue's sizes and counters into
+	// its history in Redis (conveyor.Inspector.History), which the
+	// dashboard's charts and conveyor queues' rates read. Each sample costs
+	// the keeper two script calls and about 45 bytes of Redis memory
+	// until HistoryKeep drops it; the interval is the server's, so pools
+	// agree on it, and a hand-over of the keeper stores one sample, not
+	// two. Defaults to a minute; from broker.MinHistoryEvery; negative: this
+	// pool records none (another pool that becomes keeper still does).
+	// Ignored by a driver without history (pubsub).
+	HistoryEvery time.Duration
+	// HistoryKeep is how long samples are kept: a day by default; at least
+	// HistoryEvery. A day of samples a minute apart is 1,440 per queue.
+	HistoryKeep time.Duration
 }
+
+// DefaultHistoryEvery and DefaultHistoryKeep are the defaults of
+// Config.HistoryEvery and Config.HistoryKeep.
+const (
+	DefaultHistoryEvery = time.Minute
+	DefaultHistoryKeep  = 24 * time.Hour
+)
 
 // checkQueues validates Queues, StrictPriority and QueueConcurrency.
 func (c *Config) checkQueues() error {
@@ -268,6 +289,17 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.RegistryInterval == 0 {
 		c.RegistryInterval = DefaultRegistryInterval
+	}
+	if c.HistoryEvery == 0 {
+		c.HistoryEvery = DefaultHistoryEvery
+	}
+	if c.HistoryKeep == 0 {
+		c.HistoryKeep = max(DefaultHistoryKeep, c.HistoryEvery)
+	}
+	if c.HistoryEvery > 0 {
+		if err := broker.ValidateHistory(c.HistoryEvery, c.HistoryKeep); err != nil {
+			return c, fmt.Errorf("worker: HistoryEvery, HistoryKeep: %w", err)
+		}
 	}
 	if c.Retry != nil && (c.MaxAttempts != 0 || c.Backoff != nil) {
 		return c, errors.New("worker: set MaxAttempts and Backoff in Retry, not beside it")

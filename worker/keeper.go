@@ -45,10 +45,12 @@ func (p *Pool) startKeeper(ctx context.Context, queue string) <-chan struct{} {
 		err := k.Campaign(ctx, queue, p.id, func(ctx context.Context) {
 			log.LogAttrs(ctx, slog.LevelDebug, "worker: elected the queue's keeper", slog.String("worker_id", p.id))
 			promoted := p.startPromoter(ctx, queue)
+			sampled := p.startHistory(ctx, queue)
 			if u, ok := p.d.(broker.Upkeeper); ok {
 				p.upkeep(ctx, u, queue)
 			}
 			<-promoted
+			<-sampled
 		})
 		if err != nil {
 			log.LogAttrs(ctx, slog.LevelError, "worker: cannot campaign for the queue's upkeep; other pools do it",
@@ -116,4 +118,55 @@ func (p *Pool) startPromoter(ctx context.Context, queue string) <-chan struct{} 
 		_ = pr.Run(ctx)
 	}()
 	return done
+}
+
+// startHistory records queue's history (broker.Historian) while ctx lasts,
+// one sample each Config.HistoryEvery, unless the config or the driver
+// keeps none. The channel it returns is closed when it is done.
+func (p *Pool) startHistory(ctx context.Context, queue string) <-chan struct{} {
+	done := make(chan struct{})
+	h, ok := p.d.(broker.Historian)
+	insp, ok2 := p.d.(broker.Inspector)
+	if !ok || !ok2 || !p.d.Capabilities().History || p.cfg.HistoryEvery < 0 {
+		close(done)
+		return done
+	}
+	go func() {
+		defer close(done)
+		t := time.NewTimer(0)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			next, err := p.sample(ctx, h, insp, queue)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				p.queueLog(queue).LogAttrs(ctx, slog.LevelWarn, "worker: queue history sample failed",
+					slog.String("error", err.Error()))
+			}
+			t.Reset(next)
+		}
+	}()
+	return done
+}
+
+// sample reads queue's sizes and records them as a sample of its history.
+// It returns when to sample next: just after the next interval starts by
+// the server's clock, or an interval from now when Redis did not answer.
+func (p *Pool) sample(ctx context.Context, h broker.Historian, insp broker.Inspector, queue string) (time.Duration, error) {
+	every := p.cfg.HistoryEvery
+	s, err := insp.QueueSizes(ctx, queue)
+	if err != nil {
+		return every, err
+	}
+	r, err := h.RecordSample(ctx, s[0], every, p.cfg.HistoryKeep)
+	if err != nil {
+		return every, err
+	}
+	return r.Next + every/100, nil
 }

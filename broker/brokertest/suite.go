@@ -116,6 +116,9 @@ var tests = []test{
 	{"LimitRaise", limited, "Limits, AtLeastOnce, Delay and Discard", testLimitRaise},
 	{"LimitCancel", limited, "Limits, AtLeastOnce, Delay and Discard", testLimitCancel},
 	{"LimitInvalid", limited, "Limits, AtLeastOnce, Delay and Discard", testLimitInvalid},
+	{"HistoryRecord", keepsHistory, "History and AtLeastOnce", testHistoryRecord},
+	{"HistoryRetention", keepsHistory, "History and AtLeastOnce", testHistoryRetention},
+	{"HistoryInvalid", keepsHistory, "History and AtLeastOnce", testHistoryInvalid},
 }
 
 // Run runs the conformance suite on the drivers f builds, as parallel

@@ -15,6 +15,7 @@ import (
 	"github.com/conveyorq/conveyor/internal/cancels"
 	"github.com/conveyorq/conveyor/internal/discards"
 	"github.com/conveyorq/conveyor/internal/groups"
+	"github.com/conveyorq/conveyor/internal/history"
 	"github.com/conveyorq/conveyor/internal/inspect"
 	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/internal/limits"
@@ -72,7 +73,7 @@ func New(client redis.UniversalClient, cfg *Config) (*Driver, error) {
 
 // Capabilities reports what the list driver promises.
 func (d *Driver) Capabilities() broker.Capabilities {
-	return broker.Capabilities{AtLeastOnce: true, FIFO: true, Delay: true, Extend: true, Discard: true, Pause: true, Keep: true, Cancel: true, Records: true, Groups: true, Limits: true}
+	return broker.Capabilities{AtLeastOnce: true, FIFO: true, Delay: true, Extend: true, Discard: true, Pause: true, Keep: true, Cancel: true, Records: true, Groups: true, Limits: true, History: true}
 }
 
 // Open returns a consumer of queue. Its only I/O is adding queue to the
@@ -109,13 +110,13 @@ func (d *Driver) keys(queue string) *queueKeys {
 // queueKeys holds the keys of one queue, and the KEYS list of each script,
 // built once (go-redis copies them into each command).
 type queueKeys struct {
-	ready, wake, lease, inflight, reclaimed, canceled, cancels, delayed, dead, dropped, expired, stats, paused, keeper, heir string
-	timers                                                                                                                   timers.Keys
-	discards                                                                                                                 discards.Keys
-	records                                                                                                                  records.Keys
-	groups                                                                                                                   groups.Keys
-	limits                                                                                                                   limits.Keys
-	promoteTo                                                                                                                timers.Target
+	ready, wake, lease, inflight, reclaimed, canceled, cancels, delayed, dead, dropped, expired, stats, paused, keeper, heir, history string
+	timers                                                                                                                            timers.Keys
+	discards                                                                                                                          discards.Keys
+	records                                                                                                                           records.Keys
+	groups                                                                                                                            groups.Keys
+	limits                                                                                                                            limits.Keys
+	promoteTo                                                                                                                         timers.Target
 
 	enqueue, fetch, ack, ackRecord, retry, release, discard, extend, reap, cancel []string
 }
@@ -140,6 +141,7 @@ func newQueueKeys(prefix, queue string) *queueKeys {
 		records:   records.QueueKeys(prefix, queue),
 		groups:    groups.QueueKeys(prefix, queue),
 		limits:    limits.QueueKeys(prefix, queue),
+		history:   history.Key(prefix, queue),
 	}
 	g, l := k.groups.List(), k.limits.List()
 	k.dead, k.dropped, k.expired = k.discards.Dead, k.discards.Dropped, k.discards.Expired

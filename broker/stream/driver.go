@@ -11,6 +11,7 @@ import (
 	"github.com/conveyorq/conveyor/internal/cancels"
 	"github.com/conveyorq/conveyor/internal/discards"
 	"github.com/conveyorq/conveyor/internal/groups"
+	"github.com/conveyorq/conveyor/internal/history"
 	"github.com/conveyorq/conveyor/internal/inspect"
 	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/internal/limits"
@@ -84,6 +85,7 @@ func (d *Driver) Capabilities() broker.Capabilities {
 		Records:     true,
 		Groups:      true,
 		Limits:      true,
+		History:     true,
 	}
 }
 
@@ -144,7 +146,7 @@ func (d *Driver) Stats() Stats {
 
 // queueKeys holds the keys of one queue.
 type queueKeys struct {
-	stream, wake, reclaim, delayed, dead, deadDropped, deadExpired, stats, prune, reclaimed, paused, keeper, heir string
+	stream, wake, reclaim, delayed, dead, deadDropped, deadExpired, stats, prune, reclaimed, paused, keeper, heir, history string
 	// canceled is the ZSET of marks of cancelled deliveries, cancels the
 	// channel their job IDs are published on (internal/cancels).
 	canceled, cancels string
@@ -164,5 +166,5 @@ func (d *Driver) keys(queue string) queueKeys {
 		keeper: k.Part("keeper"), heir: k.Part("keeper_heir"), wake: k.Part("wake"), reclaim: k.Part("reclaim"),
 		paused: pause.Key(d.cfg.Prefix, queue), canceled: cancels.Marks(d.cfg.Prefix, queue), cancels: cancels.Channel(d.cfg.Prefix, queue),
 		timers: t, discards: dk, records: records.QueueKeys(d.cfg.Prefix, queue), groups: groups.QueueKeys(d.cfg.Prefix, queue),
-		limits: limits.QueueKeys(d.cfg.Prefix, queue)}
+		limits: limits.QueueKeys(d.cfg.Prefix, queue), history: history.Key(d.cfg.Prefix, queue)}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/history"
 	"github.com/conveyorq/conveyor/internal/limits"
 )
 
@@ -222,4 +223,22 @@ func (d *Driver) Limits(ctx context.Context, queue string) ([]broker.Limit, erro
 		return nil, err
 	}
 	return limits.Show(ctx, d.rdb, d.keys(queue).limits)
+}
+
+// RecordSample stores s as a sample of queue s.Queue's history, once per
+// interval fleet-wide: one script call. It implements broker.Historian.
+func (d *Driver) RecordSample(ctx context.Context, s broker.QueueSizes, every, keep time.Duration) (broker.Recorded, error) {
+	if err := broker.ValidateQueue(s.Queue); err != nil {
+		return broker.Recorded{}, err
+	}
+	return history.Record(ctx, d.rdb, d.keys(s.Queue).history, s, every, keep)
+}
+
+// History returns queue's samples taken at or after since, oldest first:
+// one XREVRANGE. It implements broker.Historian.
+func (d *Driver) History(ctx context.Context, queue string, since time.Time) ([]broker.Sample, error) {
+	if err := broker.ValidateQueue(queue); err != nil {
+		return nil, err
+	}
+	return history.Read(ctx, d.rdb, d.keys(queue).history, since)
 }

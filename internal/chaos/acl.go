@@ -58,6 +58,8 @@ var aclCommands = map[string][]string{
 		// Concurrency limits (internal/limits): fetch reads them; their
 		// lines. Check asks for them, though no chaos queue has a limit.
 		"hgetall", "zlexcount",
+		// The queue's history (internal/history), sampled by its keeper.
+		"xadd", "xrevrange",
 	},
 	"stream": {
 		"ping", "evalsha", "eval", "xadd", "xreadgroup", "xread", "exists", "xgroup|create", "sadd", "subscribe",

@@ -3,6 +3,7 @@ package redischeck
 import (
 	"github.com/conveyorq/conveyor/internal/discards"
 	"github.com/conveyorq/conveyor/internal/groups"
+	"github.com/conveyorq/conveyor/internal/history"
 	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/internal/limits"
 	"github.com/conveyorq/conveyor/internal/registry"
@@ -16,7 +17,8 @@ import (
 // unique keys, cron records, the promoters' wake-up channel),
 // internal/discards' (the discard list and its counters) and
 // internal/inspect's (the stats counters), internal/groups' (FIFO
-// groups), internal/limits' (concurrency limits), and the queue registry. Each
+// groups), internal/limits' (concurrency limits), internal/history's (the
+// keeper's samples of the queue), and the queue registry. Each
 // driver adds the commands of its ready structure.
 func Durable(prefix string) []Need {
 	q := keys.Queue(prefix, ProbeQueue)
@@ -25,6 +27,7 @@ func Durable(prefix string) []Need {
 	g := groups.QueueKeys(prefix, ProbeQueue)
 	l := limits.QueueKeys(prefix, ProbeQueue)
 	stats, reg, unique := q.Part("stats"), registry.Key(prefix), t.Unique("u")
+	hist := history.Key(prefix, ProbeQueue)
 	return []Need{
 		Key(g.Jobs, "HMGET", g.Jobs, "f"),
 		Key(g.Jobs, "HSET", g.Jobs, "f", "v"),
@@ -40,6 +43,9 @@ func Durable(prefix string) []Need {
 		Key(g.Msgs, "HMGET", g.Msgs, "f"),
 		Key(g.Msgs, "HSET", g.Msgs, "f", "v"),
 		Key(g.Msgs, "HDEL", g.Msgs, "f"),
+		Key(hist, "XADD", hist, "MINID", "0", "*", "r", "0"),
+		Key(hist, "XREVRANGE", hist, "+", "-", "COUNT", "1"),
+		Key(hist, "PEXPIRE", hist, "1000"),
 		Key(l.Max, "HGETALL", l.Max),
 		Key(l.Max, "HSET", l.Max, "f", "1"),
 		Key(l.Max, "HDEL", l.Max, "f"),

@@ -1,0 +1,105 @@
+// Package history holds what the list and stream drivers share about a
+// queue's history (broker.Historian): the STREAM <prefix>:{<queue>}:history
+// of samples of the queue's sizes and counters, one per interval, which
+// the queue's keeper records and dashboards read.
+//
+// docs/redis-keys.md describes the key.
+package history
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/keys"
+	"github.com/conveyorq/conveyor/internal/script"
+)
+
+// Key returns the history key of queue under prefix.
+func Key(prefix, queue string) string { return keys.Queue(prefix, queue).Part("history") }
+
+var (
+	//go:embed lua/record.lua
+	recordLua    string
+	recordScript = script.New("history.record", recordLua)
+)
+
+// Record stores s in the history at key (broker.Historian.RecordSample).
+// The script is safe to run twice: go-redis may send it again after a
+// lost reply, and the second run finds the interval taken.
+func Record(ctx context.Context, c script.Processor, key string, s broker.QueueSizes, every, keep time.Duration) (broker.Recorded, error) {
+	if err := broker.ValidateQueue(s.Queue); err != nil {
+		return broker.Recorded{}, err
+	}
+	if err := broker.ValidateHistory(every, keep); err != nil {
+		return broker.Recorded{}, err
+	}
+	v, err := recordScript.Run(ctx, c, []string{key}, every.Milliseconds(), keep.Milliseconds(),
+		s.Ready, s.InFlight, s.Delayed, s.Discarded, s.Grouped, s.Limited, s.Processed, s.Failed)
+	if err != nil {
+		return broker.Recorded{}, fmt.Errorf("conveyor: history of queue %q: %w", s.Queue, err)
+	}
+	r, ok := v.([]any)
+	if !ok || len(r) != 3 {
+		return broker.Recorded{}, fmt.Errorf("conveyor: history of queue %q: record.lua replied %v", s.Queue, v)
+	}
+	at, _ := r[0].(int64)
+	stored, _ := r[1].(int64)
+	next, _ := r[2].(int64)
+	return broker.Recorded{At: time.UnixMilli(at), Stored: stored == 1, Next: time.Duration(next) * time.Millisecond}, nil
+}
+
+// Read returns the samples at key taken at or after since, oldest first:
+// the newest broker.MaxHistory of them. One XREVRANGE.
+func Read(ctx context.Context, c redis.Cmdable, key string, since time.Time) ([]broker.Sample, error) {
+	min := "-"
+	if ms := since.UnixMilli(); ms > 0 {
+		min = strconv.FormatInt(ms, 10)
+	}
+	msgs, err := c.XRevRangeN(ctx, key, "+", min, broker.MaxHistory).Result()
+	if err != nil {
+		return nil, fmt.Errorf("conveyor: history: %w", err)
+	}
+	out := make([]broker.Sample, len(msgs))
+	for k, m := range msgs {
+		s, err := parse(m)
+		if err != nil {
+			return nil, fmt.Errorf("conveyor: history: %s: %w", key, err)
+		}
+		out[len(msgs)-1-k] = s
+	}
+	return out, nil
+}
+
+// parse reads one history entry. A missing field reads as 0; a field that
+// is not a number is an error.
+func parse(m redis.XMessage) (broker.Sample, error) {
+	ms, _, _ := strings.Cut(m.ID, "-")
+	at, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return broker.Sample{}, fmt.Errorf("entry ID %q", m.ID)
+	}
+	s := broker.Sample{At: time.UnixMilli(at)}
+	for name, to := range map[string]*int64{
+		"r": &s.Ready, "f": &s.InFlight, "d": &s.Delayed, "x": &s.Discarded,
+		"g": &s.Grouped, "l": &s.Limited, "p": &s.Processed, "e": &s.Failed,
+	} {
+		v, ok := m.Values[name]
+		if !ok {
+			continue
+		}
+		str, _ := v.(string)
+		n, err := strconv.ParseInt(str, 10, 64)
+		if err != nil {
+			return broker.Sample{}, fmt.Errorf("entry %s: field %s is %q, not a number", m.ID, name, v)
+		}
+		*to = n
+	}
+	return s, nil
+}

@@ -42,7 +42,7 @@ func parsePages() (map[string]*template.Template, error) {
 	}
 	pages := map[string]*template.Template{}
 	for _, name := range []string{"overview", "queue", "job", "workers", "error"} {
-		t, err := template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
+		t, err := template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/chart.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, err
 		}
@@ -120,14 +120,16 @@ func cut(s string, n int) string {
 
 // overview is the queues page: every queue's figures.
 func (h *Handler) overview(w http.ResponseWriter, r *http.Request) error {
-	qs, err := h.set.Overview(r.Context())
+	ctx := r.Context()
+	qs, err := h.set.Overview(ctx)
 	if err != nil {
 		return err
 	}
+	rows := h.overviewRows(ctx, qs, time.Now())
 	return h.render(w, r, "overview", "Queues", struct {
 		Prefix string
-		Queues []queueprobe.Figures
-	}{h.set.Prefix(), qs})
+		Queues []overviewRow
+	}{h.set.Prefix(), rows})
 }
 
 // pageSize is the jobs a queue's page lists by default; maxPageSize caps
@@ -176,9 +178,14 @@ func (h *Handler) queue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	charts, err := h.charts(r, insp, probe.Name, time.Now())
+	if err != nil {
+		return err
+	}
 	data := struct {
 		Queue     queueprobe.Figures
 		Limits    []broker.Limit
+		Charts    queueCharts
 		CanLimit  bool
 		State     conveyor.JobState
 		Counts    map[conveyor.JobState]int64
@@ -195,7 +202,7 @@ func (h *Handler) queue(w http.ResponseWriter, r *http.Request) error {
 		Queue: queueprobe.Figures{Queue: probe, QueueSizes: sizes}, State: state, Page: page,
 		Counts: map[conveyor.JobState]int64{conveyor.JobReady: sizes.Ready, conveyor.JobInFlight: sizes.InFlight,
 			conveyor.JobDelayed: sizes.Delayed, conveyor.JobDiscarded: sizes.Discarded, conveyor.JobFinished: records.Count},
-		Records: records, Limits: limits, CanLimit: canLimit,
+		Records: records, Limits: limits, CanLimit: canLimit, Charts: charts,
 		First: offset + 1, Last: offset + len(page.Jobs), Prev: max(0, offset-limit), HasPrev: offset > 0,
 		// Leased jobs cannot be purged; records are dropped by retention alone.
 		Purgeable: state != conveyor.JobInFlight && state != conveyor.JobFinished,

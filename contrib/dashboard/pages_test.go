@@ -39,7 +39,7 @@ func TestOverview(t *testing.T) {
 		e.Enqueue("later", "mail", "x1", &conveyor.EnqueueOptions{Delay: time.Hour})
 		a := e.get("", http.StatusOK)
 		got := row(t, a.body, "work")
-		want := []string{"work", e.driver, "3", "2", "2", "2", "no", "0", "2", "Pause"}
+		want := []string{"work", e.driver, "3", "2", "2", "2", "no", "0", "2", "-", "jobs processed per minute over the last hour", "Pause"}
 		if strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Errorf("row of work = %q, want %q", got, want)
 		}

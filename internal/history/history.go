@@ -9,6 +9,7 @@ package history
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -102,4 +103,77 @@ func parse(m redis.XMessage) (broker.Sample, error) {
 		*to = n
 	}
 	return s, nil
+}
+
+// ReadMany reads the samples since of each key in one pipeline (on a
+// Cluster, one per master), in the order of keys.
+func ReadMany(ctx context.Context, c redis.UniversalClient, keys []string, since time.Time) ([][]broker.Sample, error) {
+	min := "-"
+	if ms := since.UnixMilli(); ms > 0 {
+		min = strconv.FormatInt(ms, 10)
+	}
+	cmds := make([]*redis.XMessageSliceCmd, len(keys))
+	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for k, key := range keys {
+			cmds[k] = p.XRevRangeN(ctx, key, "+", min, broker.MaxHistory)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("conveyor: history: %w", err)
+	}
+	out := make([][]broker.Sample, len(keys))
+	for k, cmd := range cmds {
+		msgs, err := cmd.Result()
+		if err != nil {
+			return nil, fmt.Errorf("conveyor: history: %s: %w", keys[k], err)
+		}
+		out[k] = make([]broker.Sample, len(msgs))
+		for j, m := range msgs {
+			s, err := parse(m)
+			if err != nil {
+				return nil, fmt.Errorf("conveyor: history: %s: %w", keys[k], err)
+			}
+			out[k][len(msgs)-1-j] = s
+		}
+	}
+	return out, nil
+}
+
+// Rate is how many jobs a queue processed and failed per minute over a
+// span of its history.
+type Rate struct {
+	Processed, Failed float64
+	// Span is the time between the first and last samples used; 0 when
+	// fewer than two samples were there, and the rates mean nothing.
+	Span time.Duration
+}
+
+// RateOf returns the rates over samples (oldest first): the change of
+// the cumulative counters from the first to the last, per minute. A
+// counter that went back (the queue was deleted and began again) counts
+// from 0.
+func RateOf(samples []broker.Sample) Rate {
+	if len(samples) < 2 {
+		return Rate{}
+	}
+	first, last := samples[0], samples[len(samples)-1]
+	span := last.At.Sub(first.At)
+	if span <= 0 {
+		return Rate{}
+	}
+	per := float64(time.Minute) / float64(span)
+	return Rate{
+		Processed: float64(grown(first.Processed, last.Processed)) * per,
+		Failed:    float64(grown(first.Failed, last.Failed)) * per,
+		Span:      span,
+	}
+}
+
+// grown is how much a cumulative counter grew from a to b.
+func grown(a, b int64) int64 {
+	if b < a {
+		return b
+	}
+	return b - a
 }

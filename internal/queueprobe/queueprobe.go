@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/broker/list"
 	"github.com/conveyorq/conveyor/broker/stream"
+	"github.com/conveyorq/conveyor/internal/history"
 	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/internal/pause"
 	"github.com/conveyorq/conveyor/internal/registry"
@@ -243,4 +245,16 @@ func (s *Set) Overview(ctx context.Context) ([]Figures, error) {
 		}
 	}
 	return out, nil
+}
+
+// Histories returns the history samples since of each queue named, in
+// order, in one pipeline: what the queues' keepers recorded
+// (broker.Historian). Both durable drivers keep a queue's history under
+// the same key, so no probe is needed.
+func (s *Set) Histories(ctx context.Context, since time.Time, queues ...string) ([][]broker.Sample, error) {
+	ks := make([]string, len(queues))
+	for k, q := range queues {
+		ks[k] = history.Key(s.Prefix(), q)
+	}
+	return history.ReadMany(ctx, s.rdb, ks, since)
 }

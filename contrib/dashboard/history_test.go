@@ -151,3 +151,49 @@ func TestChartHelpers(t *testing.T) {
 		t.Errorf("rate after a reset = %v, want 20", rs[0].values[0])
 	}
 }
+
+// TestOverviewPages: the overview lists the queues a page at a time, by
+// name, with links to the next and previous pages, and filters them by a
+// part of the name, which it escapes.
+func TestOverviewPages(t *testing.T) {
+	eachDriver(t, Config{}, func(t *testing.T, e *env) {
+		for _, q := range []string{"b1", "a2", "a1", "b2", "a3"} {
+			e.Enqueue(q, "mail", q+"-job", nil)
+		}
+		names := func(body string) []string {
+			var out []string
+			for _, m := range regexp.MustCompile(`<tr>\s*<td><a href="queue\?q=([a-z0-9]+)">`).FindAllStringSubmatch(body, -1) {
+				out = append(out, m[1])
+			}
+			return out
+		}
+		next := regexp.MustCompile(`<a href="([^"]*)">Next →</a>`)
+		path, pages := "?limit=2", [][]string{}
+		for path != "" {
+			a := e.get(strings.TrimPrefix(strings.ReplaceAll(path, "&amp;", "&"), "./"), http.StatusOK)
+			pages = append(pages, names(a.body))
+			path = ""
+			if m := next.FindStringSubmatch(a.body); m != nil {
+				path = m[1]
+			}
+			if len(pages) > 5 {
+				t.Fatal("the Next links do not end")
+			}
+		}
+		if got := fmt.Sprint(pages); got != "[[a1 a2] [a3 b1] [b2]]" {
+			t.Errorf("the overview's pages of 2 = %s, want [[a1 a2] [a3 b1] [b2]]", got)
+		}
+		a := e.get("?match=b", http.StatusOK)
+		if got := fmt.Sprint(names(a.body)); got != "[b1 b2]" {
+			t.Errorf("queues whose name holds b = %s, want [b1 b2]", got)
+		}
+		contains(t, "a filtered overview", a.body, "Queues 1 to 2 of 2 whose name holds <code>b</code> (5 in all)")
+		a = e.get("?match=%3Cscript%3E", http.StatusOK)
+		contains(t, "a filter no queue matches", a.body, "No queue's name holds <code>&lt;script&gt;</code>")
+		if strings.Contains(a.body, "<script>") {
+			t.Error("the filter is shown unescaped")
+		}
+		e.get("?offset=-1", http.StatusBadRequest)
+		e.get("?limit=0", http.StatusBadRequest)
+	})
+}

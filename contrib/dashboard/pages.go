@@ -118,19 +118,65 @@ func cut(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// overview is the queues page: every queue's figures.
+// overview is the queues page: a page of the queues, sorted by name,
+// those whose name holds ?match when it is set, with their figures.
 func (h *Handler) overview(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
-	qs, err := h.set.Overview(ctx)
+	q := r.URL.Query()
+	offset, err := intParam(q, "offset", 0, 0, 1<<30)
 	if err != nil {
 		return err
 	}
-	rows := h.overviewRows(ctx, qs, time.Now())
-	return h.render(w, r, "overview", "Queues", struct {
-		Prefix string
-		Queues []overviewRow
-	}{h.set.Prefix(), rows})
+	limit, err := intParam(q, "limit", queuePageSize, 1, maxPageSize)
+	if err != nil {
+		return err
+	}
+	match := q.Get("match")
+	names, err := h.set.Shared().Queues(ctx)
+	if err != nil {
+		return err
+	}
+	total := len(names)
+	if match != "" {
+		names = slices.DeleteFunc(names, func(n string) bool { return !strings.Contains(n, match) })
+	}
+	shown := names[min(offset, len(names)):min(offset+limit, len(names))]
+	figs, err := h.set.Figures(ctx, shown...)
+	if err != nil {
+		return err
+	}
+	rows := h.overviewRows(ctx, figs, time.Now())
+	pager := func(off int) string {
+		pairs := []any{"offset", off}
+		if match != "" {
+			pairs = append(pairs, "match", match)
+		}
+		if limit != queuePageSize {
+			pairs = append(pairs, "limit", limit)
+		}
+		return link("./", pairs...)
+	}
+	data := struct {
+		Prefix             string
+		Queues             []overviewRow
+		Match              string
+		Total, Matched     int
+		First, Last        int
+		PrevLink, NextLink string
+		HasPrev, HasNext   bool
+	}{Prefix: h.set.Prefix(), Queues: rows, Match: match, Total: total, Matched: len(names),
+		First: offset + 1, Last: offset + len(shown), HasPrev: offset > 0, HasNext: offset+len(shown) < len(names)}
+	if data.HasPrev {
+		data.PrevLink = pager(max(0, offset-limit))
+	}
+	if data.HasNext {
+		data.NextLink = pager(offset + limit)
+	}
+	return h.render(w, r, "overview", "Queues", data)
 }
+
+// queuePageSize is the queues the overview lists by default.
+const queuePageSize = 100
 
 // pageSize is the jobs a queue's page lists by default; maxPageSize caps
 // ?limit.

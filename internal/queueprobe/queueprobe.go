@@ -218,6 +218,13 @@ func (s *Set) Overview(ctx context.Context) ([]Figures, error) {
 	if err != nil {
 		return nil, err
 	}
+	return s.Figures(ctx, names...)
+}
+
+// Figures returns the queues named, in order, with what their keys say
+// and their figures: Overview for a set of queues, such as one page of
+// the registry's.
+func (s *Set) Figures(ctx context.Context, names ...string) ([]Figures, error) {
 	probes, err := s.Probe(ctx, names...)
 	if err != nil {
 		return nil, err

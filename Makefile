@@ -27,7 +27,7 @@ BENCHTIME ?= 1s
 GOTESTFLAGS ?=
 COMPARE_FLAGS ?=
 
-.PHONY: test test-cluster bench compare chaos chaos-short vet
+.PHONY: test test-cluster bench compare chaos chaos-short vet screenshots
 
 test:
 	TEST_PKGS='$(PKGS)' GOTESTFLAGS='$(GOTESTFLAGS)' bash scripts/test.sh
@@ -49,3 +49,8 @@ chaos-short:
 
 vet:
 	go vet $(PKGS)
+
+# screenshots: the dashboard's pictures in docs/images, taken by
+# TestScreenshots in chromium (started, like Redis, by scripts/test.sh).
+screenshots:
+	CONVEYOR_SCREENSHOTS='$(CURDIR)/docs/images' TEST_PKGS=./contrib/dashboard GOTESTFLAGS='-count=1 -run ^TestScreenshots$$' bash scripts/test.sh

@@ -43,7 +43,7 @@ type stdio struct {
 var errUsage = errors.New("usage")
 
 var commands = []command{
-	{name: "queues", summary: "list the queues: jobs per state, paused, processed and failed counts", run: runQueues},
+	{name: "queues", summary: "list the queues: jobs per state, paused, processed and failed counts and rates", run: runQueues},
 	{name: "stats", summary: "show one queue in depth", run: runStats},
 	{name: "jobs", summary: "list a page of a queue's jobs in one state", run: runJobs},
 	{name: "job", summary: "show one job by ID", run: runJob},

@@ -14,13 +14,18 @@ var queuesSpec = spec{
 	synopsis: "queues [flags]",
 	about: `Lists the queues under the key prefix, sorted by name, with their jobs per
 state (ready, in flight, delayed, discarded), whether they are paused, the
-driver their keys show, and their processed and failed counts (cumulative:
-sample twice for a rate).
+driver their keys show, their processed and failed counts (since the queue
+began), and how many jobs they processed and failed per minute over the
+last 5 minutes. The rates come from the history that a worker pool serving
+each queue records, one sample a minute by default
+(worker.Config.HistoryEvery); a queue shows "-" until two are there.
 
 A queue is listed once a process has enqueued to it or opened a consumer on
 it; a drained queue stays listed. Cost: one read of the queue registry per
-1,000 queues, then two pipelines of O(1) reads per queue (what the keys say,
-then one script per queue). No KEYS, no SCAN.`,
+1,000 queues, then three pipelines: O(1) reads per queue (what the keys
+say), one script per queue, and one XREVRANGE per queue reading the last 6
+minutes of its history (about 6 entries at the default interval). No KEYS,
+no SCAN.`,
 }
 
 // queueOut is one queue's figures in the JSON output of queues and stats.
@@ -38,6 +43,9 @@ type queueOut struct {
 	Limited   int64 `json:"limited"`
 	Processed int64 `json:"processed"`
 	Failed    int64 `json:"failed"`
+	// Rate5m is the throughput over the last 5 minutes of the queue's
+	// history; absent when there are fewer than two samples.
+	Rate5m *rateOut `json:"rate_5m,omitempty"`
 }
 
 func newQueueOut(p queueprobe.Queue, s *conveyor.QueueSizes) queueOut {
@@ -63,6 +71,21 @@ func runQueues(ctx context.Context, args []string, std stdio) error {
 	for k, f := range figs {
 		out[k] = newQueueOut(f.Queue, f.QueueSizes)
 	}
+	if len(out) > 0 {
+		names := make([]string, len(out))
+		for k, q := range out {
+			names[k] = q.Queue
+		}
+		now := time.Now()
+		hs, err := inv.c.Histories(ctx, now.Add(-shortWindow-sampleSlack), names...)
+		if err != nil {
+			// The figures stand without the rates: say why some are missing.
+			fmt.Fprintf(std.err, "conveyor: rates left out: %v\n", err)
+		}
+		for k, samples := range hs {
+			out[k].Rate5m = rateOver(samples, now, shortWindow)
+		}
+	}
 	if inv.t.json {
 		return writeJSON(std.out, struct {
 			Queues []queueOut `json:"queues"`
@@ -73,9 +96,10 @@ func runQueues(ctx context.Context, args []string, std stdio) error {
 		return nil
 	}
 	tw := newTable(std.out)
-	fmt.Fprintln(tw, "QUEUE\tDRIVER\tREADY\tIN FLIGHT\tDELAYED\tDISCARDED\tPAUSED\tPROCESSED\tFAILED")
+	fmt.Fprintln(tw, "QUEUE\tDRIVER\tREADY\tIN FLIGHT\tDELAYED\tDISCARDED\tPAUSED\tPROCESSED\tFAILED\tPROCESSED/MIN\tFAILED/MIN")
 	for _, q := range out {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\t%d\n", q.Queue, q.Driver, q.Ready, q.InFlight, q.Delayed, q.Discarded, yesNo(q.Paused), q.Processed, q.Failed)
+		processed, failed := q.Rate5m.cells()
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%s\t%s\n", q.Queue, q.Driver, q.Ready, q.InFlight, q.Delayed, q.Discarded, yesNo(q.Paused), q.Processed, q.Failed, processed, failed)
 	}
 	return tw.Flush()
 }
@@ -92,18 +116,28 @@ var statsSpec = spec{
 	synopsis: "stats <queue> [flags]",
 	args:     []string{"queue"},
 	about: `Shows one queue in depth: its jobs per state, processed and failed counts,
-whether it is paused, its discard queue (records, oldest, how many retention
+how many jobs it processed and failed per minute over the last 5 minutes
+and over the last hour (each with the span of history it covers), whether
+it is paused, its discard queue (records, oldest, how many retention
 dropped), how long the next ready job has waited, when the next timer is
-due, the oldest in-flight job's lease and the last discard's reason.
+due, the oldest in-flight job's lease and the last discard's reason. The
+rates come from the history that a worker pool serving the queue records,
+one sample a minute by default (worker.Config.HistoryEvery); they show "-"
+until two are there.
 
 Cost: one pipeline of O(1) reads, one script reading every figure at once,
-then one short page of each state (one job each; a stream queue's ready and
-in-flight pages are read from the stream's start).`,
+one XREVRANGE reading the last hour of the queue's history (about 60
+entries at the default interval), then one short page of each state (one
+job each; a stream queue's ready and in-flight pages are read from the
+stream's start).`,
 }
 
 // statsOut is the JSON output of stats.
 type statsOut struct {
 	queueOut
+	// Rate1h is the throughput over the last hour of the queue's history;
+	// absent when there are fewer than two samples.
+	Rate1h   *rateOut `json:"rate_1h,omitempty"`
 	Discards struct {
 		Count          int64     `json:"count"`
 		Oldest         time.Time `json:"oldest,omitzero"`
@@ -134,6 +168,14 @@ func runStats(ctx context.Context, args []string, std stdio) error {
 	o.queueOut = newQueueOut(p, s)
 	o.Discards.Count, o.Discards.Oldest = s.Discards.Count, s.Discards.Oldest.UTC()
 	o.Discards.DroppedByCount, o.Discards.DroppedByAge = s.Discards.DroppedByCount, s.Discards.DroppedByAge
+	now := time.Now()
+	hs, err := inv.c.Histories(ctx, now.Add(-longWindow-sampleSlack), queue)
+	if err != nil {
+		fmt.Fprintf(std.err, "conveyor: rates left out: %v\n", err)
+	}
+	if hs != nil {
+		o.Rate5m, o.Rate1h = rateOver(hs[0], now, shortWindow), rateOver(hs[0], now, longWindow)
+	}
 	first := map[conveyor.JobState]*conveyor.JobInfo{}
 	for _, f := range []struct {
 		state conveyor.JobState
@@ -160,7 +202,6 @@ func runStats(ctx context.Context, args []string, std stdio) error {
 	if inv.t.json {
 		return writeJSON(std.out, o)
 	}
-	now := time.Now()
 	tw := newTable(std.out)
 	row := func(name string, v any) { fmt.Fprintf(tw, "%s\t%v\n", name, v) }
 	row("Queue:", o.Queue)
@@ -178,6 +219,8 @@ func runStats(ctx context.Context, args []string, std stdio) error {
 	}
 	row("Processed:", o.Processed)
 	row("Failed:", o.Failed)
+	row("Rate (5 min):", o.Rate5m.line(now))
+	row("Rate (1 hour):", o.Rate1h.line(now))
 	named := func(j *conveyor.JobInfo) string { return cell(j.ID, 64) + " (" + cell(j.Kind, 64) + ")" }
 	if j := first[conveyor.JobReady]; j != nil {
 		row("Next ready:", named(j)+", ready since "+ago(now, conveyor.ReadyAt(&j.Message)))

@@ -38,32 +38,24 @@ func (h *Handler) overviewRows(ctx context.Context, figs []queueprobe.Figures, n
 	from := now.Add(-sparkSpan)
 	hs, err := h.set.Histories(ctx, from, names...)
 	if err != nil {
-		// The figures stand without the history: show them, log why the
-		// rates are missing.
+		// The figures stand without the history: show them, and what
+		// history could be read; log why the rest is missing.
 		h.log.WarnContext(ctx, "dashboard: queue history unreadable", "err", err)
+	}
+	if hs == nil {
 		hs = make([][]broker.Sample, len(names))
 	}
 	rows := make([]overviewRow, len(figs))
 	for k, f := range figs {
 		rows[k] = overviewRow{Figures: f, Rate: "-"}
 		samples := hs[k]
-		if r := history.RateOf(samplesSince(samples, now.Add(-rateSpan))); r.Span > 0 {
+		if r := history.RateOver(samples, now, rateSpan, time.Minute); r.Span > 0 {
 			rows[k].Rate = short(r.Processed)
 		}
 		at, rs := rateSeries(thin(samples, sparkW))
 		rows[k].Spark = newSpark("jobs processed per minute over the last hour", from, now, at, rs[0].values)
 	}
 	return rows
-}
-
-// samplesSince returns the samples at or after t.
-func samplesSince(samples []broker.Sample, t time.Time) []broker.Sample {
-	for k, s := range samples {
-		if !s.At.Before(t) {
-			return samples[k:]
-		}
-	}
-	return nil
 }
 
 // queueCharts is the charts part of a queue's page.

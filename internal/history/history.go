@@ -11,6 +11,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -106,7 +107,10 @@ func parse(m redis.XMessage) (broker.Sample, error) {
 }
 
 // ReadMany reads the samples since of each key in one pipeline (on a
-// Cluster, one per master), in the order of keys.
+// Cluster, one per master), in the order of keys. A key that cannot be
+// read (not a history, a sample that does not parse) has no samples, and
+// the error, joined with the others', names it: the caller shows what it
+// has. A failed pipeline returns no samples.
 func ReadMany(ctx context.Context, c redis.UniversalClient, keys []string, since time.Time) ([][]broker.Sample, error) {
 	min := "-"
 	if ms := since.UnixMilli(); ms > 0 {
@@ -119,23 +123,31 @@ func ReadMany(ctx context.Context, c redis.UniversalClient, keys []string, since
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("conveyor: history: %w", err)
-	}
 	out := make([][]broker.Sample, len(keys))
+	var errs []error
 	for k, cmd := range cmds {
 		msgs, err := cmd.Result()
 		if err != nil {
-			return nil, fmt.Errorf("conveyor: history: %s: %w", keys[k], err)
+			errs = append(errs, fmt.Errorf("%s: %w", keys[k], err))
+			continue
 		}
-		out[k] = make([]broker.Sample, len(msgs))
+		samples := make([]broker.Sample, len(msgs))
 		for j, m := range msgs {
 			s, err := parse(m)
 			if err != nil {
-				return nil, fmt.Errorf("conveyor: history: %s: %w", keys[k], err)
+				errs = append(errs, fmt.Errorf("%s: %w", keys[k], err))
+				samples = nil
+				break
 			}
-			out[k][len(msgs)-1-j] = s
+			samples[len(msgs)-1-j] = s
 		}
+		out[k] = samples
+	}
+	if err != nil && len(errs) == len(keys) {
+		return nil, fmt.Errorf("conveyor: history: %w", err)
+	}
+	if len(errs) > 0 {
+		return out, fmt.Errorf("conveyor: history: %w", errors.Join(errs...))
 	}
 	return out, nil
 }
@@ -147,6 +159,8 @@ type Rate struct {
 	// Span is the time between the first and last samples used; 0 when
 	// fewer than two samples were there, and the rates mean nothing.
 	Span time.Duration
+	// Last is when the last sample used was taken.
+	Last time.Time
 }
 
 // RateOf returns the rates over samples (oldest first): the change of
@@ -162,12 +176,29 @@ func RateOf(samples []broker.Sample) Rate {
 	if span <= 0 {
 		return Rate{}
 	}
-	per := float64(time.Minute) / float64(span)
+	perMin := func(n int64) float64 { return float64(n) * float64(time.Minute) / float64(span) }
 	return Rate{
-		Processed: float64(grown(first.Processed, last.Processed)) * per,
-		Failed:    float64(grown(first.Failed, last.Failed)) * per,
+		Processed: perMin(grown(first.Processed, last.Processed)),
+		Failed:    perMin(grown(first.Failed, last.Failed)),
 		Span:      span,
+		Last:      last.At,
 	}
+}
+
+// RateOver returns the rate over the samples (oldest first) of the window
+// that ends at the newest one, leaving out those taken before now less
+// the window and slack (how old the newest sample may be: an interval),
+// so that a history that stopped long ago has no rate.
+func RateOver(samples []broker.Sample, now time.Time, window, slack time.Duration) Rate {
+	if len(samples) == 0 {
+		return Rate{}
+	}
+	from := samples[len(samples)-1].At.Add(-window)
+	if early := now.Add(-window - slack); early.After(from) {
+		from = early
+	}
+	k, _ := slices.BinarySearchFunc(samples, from, func(s broker.Sample, t time.Time) int { return s.At.Compare(t) })
+	return RateOf(samples[k:])
 }
 
 // grown is how much a cumulative counter grew from a to b.

@@ -17,7 +17,10 @@
 // one winner and that the stock adds up. It exits 1 if anything does not.
 //
 // It uses REDIS_URL, else a Redis on 127.0.0.1:6379, else an embedded
-// in-memory Redis (with a loud warning); it deletes its keys before it exits.
+// in-memory Redis (with a loud warning); it deletes its keys before it exits,
+// unless ORDERTIMEOUT_KEEP=1: then it keeps them under the prefix
+// ordertimeout-demo (deleting the previous run's first), for
+// `go run ./cmd/conveyor dash --no-auth --prefix ordertimeout-demo` to show.
 package main
 
 import (
@@ -73,7 +76,14 @@ type config struct {
 	RaceOrders int
 	// Prefix starts every key the demo writes. Defaults to a new one per run.
 	Prefix string
+	// Keep leaves the demo's keys in Redis when it ends, for the
+	// dashboard or the CLI to show; the previous run's under Prefix are
+	// deleted when it starts.
+	Keep bool
 }
+
+// keepEnv, set to 1, keeps the demo's keys under keptPrefix.
+const keepEnv, keptPrefix = "ORDERTIMEOUT_KEEP", "ordertimeout-demo"
 
 func (c config) withDefaults() config {
 	if c.Window == 0 {
@@ -102,7 +112,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "ordertimeout:", err)
 		os.Exit(1)
 	}
-	err = run(ctx, rdb, logger, os.Stdout, config{})
+	cfg := config{}
+	if os.Getenv(keepEnv) == "1" {
+		cfg.Prefix, cfg.Keep = keptPrefix, true
+	}
+	err = run(ctx, rdb, logger, os.Stdout, cfg)
 	cleanup()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ordertimeout:", err)
@@ -136,7 +150,12 @@ type demo struct {
 func run(ctx context.Context, rdb redis.UniversalClient, logger *slog.Logger, w io.Writer, cfg config) error {
 	cfg = cfg.withDefaults()
 	s := newShop(rdb, cfg.Prefix)
-	defer cleanupKeys(context.WithoutCancel(ctx), rdb, cfg.Prefix)
+	if cfg.Keep {
+		cleanupKeys(ctx, rdb, cfg.Prefix)
+		defer fmt.Fprintf(w, "\nIts keys stay in Redis under the prefix %s: go run ./cmd/conveyor dash --no-auth --prefix %s\n", cfg.Prefix, cfg.Prefix)
+	} else {
+		defer cleanupKeys(context.WithoutCancel(ctx), rdb, cfg.Prefix)
+	}
 
 	d, err := list.New(rdb, &list.Config{Prefix: cfg.Prefix, Logger: logger})
 	if err != nil {

@@ -241,3 +241,28 @@ func TestGiveBackOnce(t *testing.T) {
 		t.Fatalf("stock %d (%v), %d calls returned the unit; want 10 and 1", n, err, returned)
 	}
 }
+
+// TestDemoKeepsKeys: with Keep the demo leaves its queue in Redis, for
+// the dashboard and the CLI to show, and a second run starts afresh.
+func TestDemoKeepsKeys(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for run1 := range 2 {
+		var out bytes.Buffer
+		cfg := testConfig(prefix)
+		cfg.Keep = true
+		if err := run(ctx, rdb, slog.New(slog.DiscardHandler), &out, cfg); err != nil {
+			t.Fatalf("run %d: %v\noutput:\n%s", run1+1, err, out.String())
+		}
+		if !strings.Contains(out.String(), "go run ./cmd/conveyor dash --no-auth --prefix "+prefix) {
+			t.Errorf("run %d does not say how to see its queues:\n%s", run1+1, out.String())
+		}
+		queues, err := rdb.SMembers(ctx, prefix+":queues").Result()
+		if err != nil || len(queues) != 1 || queues[0] != queue {
+			t.Fatalf("after run %d the registry lists %q (%v), want the demo's queue %q", run1+1, queues, err, queue)
+		}
+	}
+}

@@ -64,3 +64,28 @@ type Promotion struct {
 	// promoted was past its due time; 0 when it promoted none.
 	Late time.Duration
 }
+
+// MaxCronSeries caps the series one CronLister.CronSeries call returns.
+const MaxCronSeries = 1000
+
+// CronLister is the side of a driver with Timers that lists the cron
+// series of a queue. Redis holds no spec, only each series' record of its
+// latest stored fire (the one EnqueueFire writes and LastFire reads), and
+// this lists those records; the apps hold the specs. Optional: a driver
+// with Timers may lack it.
+type CronLister interface {
+	// CronSeries returns the series of queue whose last-fire records
+	// Redis holds, each with its last fire, sorted by name: a series is
+	// listed from its first fire stored until its record expires (keep
+	// after its latest). At most MaxCronSeries, those whose records expire
+	// last when the queue has more.
+	CronSeries(ctx context.Context, queue string) ([]CronSeries, error)
+}
+
+// CronSeries is one cron series of a queue (CronLister).
+type CronSeries struct {
+	// Name is the series' name (delay.CronEntry's Name).
+	Name string `json:"name"`
+	// LastFire is the time of the latest fire stored, pending or not.
+	LastFire time.Time `json:"last_fire"`
+}

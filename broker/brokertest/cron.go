@@ -147,3 +147,87 @@ func testCronFireOnce(t *testing.T, e *env) {
 		}
 	}
 }
+
+// testCronSeries proves CronLister.CronSeries lists the series of a queue
+// that stored a fire, sorted by name whatever the order of their fires and
+// records, each with its latest stored fire (a refused older fire changes
+// nothing), not the series of another queue, and not a series whose
+// record expired. Skipped for a driver without broker.CronLister.
+func testCronSeries(t *testing.T, e *env) {
+	const q, other = "cron-series", "cron-series-other"
+	l, ok := e.d.(broker.CronLister)
+	if !ok {
+		t.Skipf("driver %T does not implement broker.CronLister", e.d)
+	}
+	tm := timersOf(t, e.d)
+	ctx := Context(t, 30*time.Second)
+	fire := func(queue, series string, at time.Time, keep time.Duration, want bool) {
+		t.Helper()
+		m := NewMessage(queue, 0)
+		m.ID = series + "@" + strconv.FormatInt(at.UnixMilli(), 10)
+		m.RunAt = at
+		ok, err := tm.EnqueueFire(ctx, series, m, keep)
+		if err != nil || ok != want {
+			t.Fatalf("EnqueueFire(%q, %s) = %v, %v; want %v", series, m.ID, ok, err, want)
+		}
+	}
+	list := func(queue string, want ...broker.CronSeries) {
+		t.Helper()
+		got, err := l.CronSeries(ctx, queue)
+		if err != nil {
+			t.Fatalf("CronSeries(%q): %v", queue, err)
+		}
+		same := len(got) == len(want)
+		for i := 0; same && i < len(got); i++ {
+			same = got[i].Name == want[i].Name && got[i].LastFire.Equal(want[i].LastFire)
+		}
+		if !same {
+			t.Fatalf("CronSeries(%q) = %+v, want %+v", queue, got, want)
+		}
+	}
+
+	list(q)
+	t0 := time.UnixMilli(time.Now().Add(20 * time.Second).UnixMilli())
+	// Fired in an order other than their names', with records that expire
+	// in yet another order: the listing is by name all the same.
+	fire(q, "c", t0, time.Hour, true)
+	fire(q, "a", t0.Add(time.Second), 2*time.Hour, true)
+	fire(q, "b", t0.Add(-time.Second), 3*time.Hour, true)
+	fire(other, "d", t0, time.Hour, true)
+	list(q, broker.CronSeries{Name: "a", LastFire: t0.Add(time.Second)}, broker.CronSeries{Name: "b", LastFire: t0.Add(-time.Second)},
+		broker.CronSeries{Name: "c", LastFire: t0})
+	list(other, broker.CronSeries{Name: "d", LastFire: t0})
+
+	// A later fire moves the series on; an older one is refused and moves
+	// nothing.
+	fire(q, "c", t0.Add(5*time.Second), time.Hour, true)
+	fire(q, "a", t0, time.Hour, false)
+	list(q, broker.CronSeries{Name: "a", LastFire: t0.Add(time.Second)}, broker.CronSeries{Name: "b", LastFire: t0.Add(-time.Second)},
+		broker.CronSeries{Name: "c", LastFire: t0.Add(5 * time.Second)})
+
+	// A series whose record expired is no longer listed, whether or not
+	// another series fired since. keep rounds up to a second.
+	// Its expiry is announced nowhere: LastFire is asked until it says so.
+	fire(other, "short", t0, time.Millisecond, true)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		_, ok, err := tm.LastFire(ctx, other, "short")
+		if err != nil {
+			t.Fatalf("LastFire(short): %v", err)
+		}
+		if !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the record of series short, kept 1s, still there after 10s")
+		}
+		<-tick.C
+	}
+	list(other, broker.CronSeries{Name: "d", LastFire: t0})
+
+	var qe *broker.QueueNameError
+	if _, err := l.CronSeries(ctx, "a{b}"); !errors.As(err, &qe) {
+		t.Fatalf("CronSeries(%q): %v, want a *broker.QueueNameError", "a{b}", err)
+	}
+}

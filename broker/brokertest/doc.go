@@ -36,13 +36,14 @@
 // DelayedEnqueue, TimerCancel,
 // TimerCancelAfterPromotion, TimerReschedule, TimerDuplicateID,
 // TimerPendingPages, TimerPromoteOnce, TimerNeverEarly, TimerRetryClash,
-// TimerWake, CronFireOnce, InspectQueues, InspectSizes, InspectListJobs,
+// TimerWake, CronFireOnce, CronSeries, InspectQueues, InspectSizes, InspectListJobs,
 // InspectFindJob, InspectPurge, InspectHostileQueueNames, DeleteQueue,
 // UnsupportedOperations, NoKeysLeft, HostileQueueNames, InvalidMessages,
 // Check) and is skipped, saying why, when the driver's Capabilities do not
 // call for it, (the Inspect tests) it does not implement the optional
-// broker.Inspector, (DeleteQueue) the optional broker.QueueDeleter, or
-// (UndecodableDiscarded) its test does not provide a RawStorer. A driver
+// broker.Inspector, (DeleteQueue) the optional broker.QueueDeleter,
+// (CronSeries) the optional broker.CronLister, or (UndecodableDiscarded)
+// its test does not provide a RawStorer. A driver
 // is correct when
 // the suite passes; a change of driver semantics extends this suite, not one
 // driver's tests.

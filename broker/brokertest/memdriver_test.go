@@ -756,6 +756,29 @@ func (d *memDriver) EnqueueFire(ctx context.Context, series string, m *broker.Me
 	return true, nil
 }
 
+// CronSeries implements broker.CronLister: the series whose records live,
+// sorted by name (the seriesreversed mutant sorts them backwards; the
+// serieskeepsexpired mutant lists expired records too).
+func (d *memDriver) CronSeries(ctx context.Context, queue string) ([]broker.CronSeries, error) {
+	if err := d.checkQueue(queue); err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	var out []broker.CronSeries
+	for name, f := range d.queue(queue).fires {
+		if now.Before(f.expires) || d.mutant == "serieskeepsexpired" {
+			out = append(out, broker.CronSeries{Name: name, LastFire: time.UnixMilli(f.last)})
+		}
+	}
+	slices.SortFunc(out, func(a, b broker.CronSeries) int { return strings.Compare(a.Name, b.Name) })
+	if d.mutant == "seriesreversed" {
+		slices.Reverse(out)
+	}
+	return out, nil
+}
+
 func (d *memDriver) LastFire(ctx context.Context, queue, series string) (time.Time, bool, error) {
 	if err := d.checkQueue(queue); err != nil {
 		return time.Time{}, false, err

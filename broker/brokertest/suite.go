@@ -83,6 +83,7 @@ var tests = []test{
 	{"TimerRetryClash", retryLater, "Delay and AtLeastOnce", testTimerRetryClash},
 	{"TimerWake", delays, "Delay", testTimerWake},
 	{"CronFireOnce", delays, "Delay", testCronFireOnce},
+	{"CronSeries", delays, "Delay", testCronSeries},
 	{"InspectQueues", inspectable, "AtLeastOnce, Delay and Discard", testInspectQueues},
 	{"InspectSizes", inspectable, "AtLeastOnce, Delay and Discard", testInspectSizes},
 	{"InspectListJobs", inspectable, "AtLeastOnce, Delay and Discard", testInspectListJobs},

@@ -30,7 +30,8 @@ func (d *Driver) deleter() *inspect.Deleter {
 			return []string{k.ready, k.lease, k.inflight, k.delayed, k.timers.Timers, k.dead, k.dropped, k.expired,
 				k.stats, k.reclaimed, k.wake, k.paused, k.keeper, k.heir, k.heir + ":baton", k.canceled,
 				k.records.Done, k.records.At, k.records.Counts, k.groups.Jobs, k.groups.State, k.groups.Wait, k.groups.Msgs,
-				k.limits.Max, k.limits.State, k.limits.Of, k.limits.Wait, k.limits.Msgs, k.limits.Jobs, k.history}, nil
+				k.limits.Max, k.limits.State, k.limits.Of, k.limits.Wait, k.limits.Msgs, k.limits.Jobs, k.history,
+				k.timers.CronSeries}, nil
 		},
 		Forget: d.reg.Forget,
 	}

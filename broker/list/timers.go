@@ -9,7 +9,12 @@ import (
 // Driver): timers live in the queue's delayed ZSET and timers HASH, and
 // promotion LPUSHes them to the back of the ready list, which wakes a
 // blocked Fetch.
-var _ broker.Timers = (*Driver)(nil)
+// It lists each queue's cron series (broker.CronLister) from the index
+// internal/timers' fire.lua keeps.
+var (
+	_ broker.Timers     = (*Driver)(nil)
+	_ broker.CronLister = (*Driver)(nil)
+)
 
 func (d *Driver) timerMethods() *timers.Methods {
 	return &timers.Methods{

@@ -31,7 +31,8 @@ func (d *Driver) deleter() *inspect.Deleter {
 			return []string{k.stream, k.delayed, k.timers.Timers, k.dead, k.deadDropped, k.deadExpired, k.stats,
 				k.reclaimed, k.wake, k.reclaim, k.prune, k.paused, k.keeper, k.heir, k.heir + ":baton", k.canceled,
 				k.records.Done, k.records.At, k.records.Counts, k.groups.Jobs, k.groups.State, k.groups.Wait, k.groups.Msgs,
-				k.limits.Max, k.limits.State, k.limits.Of, k.limits.Wait, k.limits.Msgs, k.limits.Jobs, k.history}, []any{d.cfg.Group}
+				k.limits.Max, k.limits.State, k.limits.Of, k.limits.Wait, k.limits.Msgs, k.limits.Jobs, k.history,
+				k.timers.CronSeries}, []any{d.cfg.Group}
 		},
 		Forget: d.reg.Forget,
 	}

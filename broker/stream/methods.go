@@ -1,10 +1,10 @@
 package stream
 
 // The methods below are those of the broker interfaces the driver
-// implements (broker.Timers, broker.Discards, broker.Records,
-// broker.Inspector, broker.QueueDeleter, broker.WorkerRegistry,
-// broker.Pauser, broker.Limiter), declared here
-// so that their documentation is where a user of the driver looks.
+// implements (broker.Timers, broker.CronLister, broker.Discards,
+// broker.Records, broker.Inspector, broker.QueueDeleter,
+// broker.WorkerRegistry, broker.Pauser, broker.Limiter), declared here so
+// that their documentation is where a user of the driver looks.
 
 import (
 	"context"
@@ -25,6 +25,15 @@ func (d *Driver) Cancel(ctx context.Context, queue, id string) (bool, error) {
 // implements broker.Timers.
 func (d *Driver) EnqueueFire(ctx context.Context, series string, m *broker.Message, keep time.Duration) (bool, error) {
 	return d.Methods.EnqueueFire(ctx, series, m, keep)
+}
+
+// CronSeries returns the cron series of queue whose last-fire records
+// Redis holds, with their last fires, sorted by name: at most
+// broker.MaxCronSeries, those whose records expire last when there are
+// more. A ZRANGE of the queue's index of series, then one pipeline of a
+// GET per series. It implements broker.CronLister.
+func (d *Driver) CronSeries(ctx context.Context, queue string) ([]broker.CronSeries, error) {
+	return d.Methods.CronSeries(ctx, queue)
 }
 
 // LastFire returns the last fire time series recorded in queue. It

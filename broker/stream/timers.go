@@ -12,7 +12,12 @@ import (
 // Driver): timers live in the queue's delayed ZSET and timers HASH, and
 // promotion XADDs them to the stream (creating it and its group when
 // missing), which wakes a blocked XREADGROUP.
-var _ broker.Timers = (*Driver)(nil)
+// It lists each queue's cron series (broker.CronLister) from the index
+// internal/timers' fire.lua keeps.
+var (
+	_ broker.Timers     = (*Driver)(nil)
+	_ broker.CronLister = (*Driver)(nil)
+)
 
 func (d *Driver) timerMethods() *timers.Methods {
 	return &timers.Methods{

@@ -54,7 +54,7 @@ type spec struct {
 	about string
 	// args names the positional arguments, in order; those named "queue"
 	// must be valid queue names. With more, the last one repeats
-	// ("series..." takes one or more).
+	// ("series..." takes one or more, "[series]..." none or more).
 	args []string
 	// flags adds the command's own flags.
 	flags func(fs *flag.FlagSet)
@@ -98,8 +98,12 @@ func (s *spec) parse(args []string, std stdio) (*invocation, error) {
 		rest = next[1:]
 	}
 	repeats := len(s.args) > 0 && strings.HasSuffix(s.args[len(s.args)-1], "...")
+	need := len(s.args)
+	if repeats && strings.HasPrefix(s.args[need-1], "[") {
+		need--
+	}
 	switch {
-	case len(inv.args) < len(s.args):
+	case len(inv.args) < need:
 		return nil, inv.usagef("missing %s", strings.TrimSuffix(s.args[len(inv.args)], "..."))
 	case len(inv.args) > len(s.args) && !repeats:
 		return nil, inv.usagef("unexpected arguments %q", inv.args[len(s.args):])

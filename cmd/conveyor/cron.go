@@ -13,17 +13,25 @@ import (
 
 var cronSpec = spec{
 	name:     "cron",
-	synopsis: "cron ls <queue> <series>... [flags]",
-	args:     []string{"subcommand", "queue", "series..."},
-	about: `Shows cron series of a queue by name (a delay.CronEntry's Name): the fire
-stored ahead and not yet due (the next fire), or else the last fire. Redis
-keeps, per series, only the time of the latest fire an instance stored,
-for a week or three gaps between fires; specs live in the apps, so the
-series must be named here, and a fire not stored yet (instances store
-each one about a second ahead) cannot be shown.
+	synopsis: "cron ls <queue> [<series>...] [flags]",
+	args:     []string{"subcommand", "queue", "[series]..."},
+	about: `Shows the cron series of a queue (a delay.CronEntry's Name): the fire
+stored ahead and not yet due (the next fire), or else the last fire.
+Without series names it shows every series the queue's index of series
+holds, sorted by name: those that stored a fire within their record's
+life, at most 1,000 (those whose records expire last); with names, those
+series, in the order given, each whether Redis has a record of it or not.
 
-Cost: two O(1) reads per series (the series' record, then its fire among
-the queue's timers).`,
+Redis keeps, per series, only the time of the latest fire an instance
+stored, for a week or three gaps between fires; the specs live in the
+apps, so a series that never stored a fire is not listed, and a fire not
+stored yet (instances store each one about a second ahead) cannot be
+shown.
+
+Cost: without names, one read of the index (ZRANGE), one pipeline of a
+GET per series (one round trip), then one O(1) read per series (its fire
+among the queue's timers); with names, two O(1) reads per series (the
+series' record, then its fire).`,
 }
 
 // seriesOut is one cron series in the JSON output of cron ls.
@@ -54,24 +62,41 @@ func runCron(ctx context.Context, args []string, std stdio) error {
 	}
 	defer inv.close()
 	queue, names, insp := inv.queue, inv.args[2:], inv.insp
-	timers := inv.c.Driver(inv.probe.Driver).(broker.Timers)
-	out := make([]seriesOut, len(names))
-	for k, n := range names {
-		out[k].Name = n
-		at, ok, err := timers.LastFire(ctx, queue, n)
+	out := []seriesOut{}
+	if len(names) == 0 {
+		all, err := insp.CronSeries(ctx, queue)
 		if err != nil {
-			return fmt.Errorf("series %q of queue %q: %w", n, queue, err)
+			return err
 		}
-		if !ok {
+		out = make([]seriesOut, len(all))
+		for k, s := range all {
+			out[k] = seriesOut{Name: s.Name, Recorded: true, LastFire: s.LastFire}
+		}
+	} else {
+		timers := inv.c.Driver(inv.probe.Driver).(broker.Timers)
+		out = make([]seriesOut, len(names))
+		for k, n := range names {
+			out[k].Name = n
+			at, ok, err := timers.LastFire(ctx, queue, n)
+			if err != nil {
+				return fmt.Errorf("series %q of queue %q: %w", n, queue, err)
+			}
+			out[k].Recorded, out[k].LastFire = ok, at
+		}
+	}
+	// A recorded fire still among the timers is the next one.
+	for k := range out {
+		s := &out[k]
+		if !s.Recorded {
 			continue
 		}
-		out[k].Recorded = true
-		_, err = insp.Job(ctx, queue, delay.FireID(n, at), conveyor.JobDelayed)
+		at := s.LastFire.UTC()
+		_, err := insp.Job(ctx, queue, delay.FireID(s.Name, at), conveyor.JobDelayed)
 		switch {
 		case err == nil:
-			out[k].NextFire = at.UTC()
+			s.NextFire, s.LastFire = at, time.Time{}
 		case errors.Is(err, conveyor.ErrJobNotFound):
-			out[k].LastFire = at.UTC()
+			s.LastFire = at
 		default:
 			return err
 		}
@@ -82,17 +107,22 @@ func runCron(ctx context.Context, args []string, std stdio) error {
 			Series []seriesOut `json:"series"`
 		}{queue, out})
 	}
+	if len(out) == 0 {
+		fmt.Fprintf(std.err, "No cron series recorded in queue %q.\n", queue)
+		return nil
+	}
 	now := time.Now()
 	tw := newTable(std.out)
 	fmt.Fprintln(tw, "SERIES\tLAST FIRE\tNEXT FIRE")
 	for _, s := range out {
+		name := cell(s.Name, delay.MaxCronNameLen)
 		switch {
 		case !s.Recorded:
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, "no record (never fired, or idle past its record's life)", "-")
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", name, "no record (never fired, or idle past its record's life)", "-")
 		case s.NextFire.IsZero():
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, when(now, s.LastFire), "not stored yet")
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", name, when(now, s.LastFire), "not stored yet")
 		default:
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, "-", when(now, s.NextFire))
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", name, "-", when(now, s.NextFire))
 		}
 	}
 	return tw.Flush()

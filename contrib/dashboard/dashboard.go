@@ -139,6 +139,7 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request) {
 		"queue":            h.queue,
 		"job":              h.job,
 		"workers":          h.workers,
+		"cron":             h.cron,
 		"static/style.css": serveStatic,
 	}[path]
 	switch {

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/delay"
 	"github.com/conveyorq/conveyor/internal/history"
 )
 
@@ -195,5 +196,47 @@ func TestOverviewPages(t *testing.T) {
 		}
 		e.get("?offset=-1", http.StatusBadRequest)
 		e.get("?limit=0", http.StatusBadRequest)
+	})
+}
+
+// TestCronPage: a queue's cron page lists the series that stored a fire,
+// by name, the pending one linked to its timer, the fired one as fired,
+// names escaped.
+func TestCronPage(t *testing.T) {
+	eachDriver(t, Config{}, func(t *testing.T, e *env) {
+		e.Seed()
+		a := e.get("cron?q=work", http.StatusOK)
+		contains(t, "a queue without series", a.body, "No cron series has stored a fire")
+		timers := e.d.(broker.Timers)
+		next := time.Now().Add(50 * time.Second).Truncate(time.Millisecond) // fires are stored at most a minute ahead
+		past := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+		for _, f := range []struct {
+			series string
+			at     time.Time
+		}{{"nightly-report", next}, {"b<i>x</i>", past}} {
+			m := &broker.Message{ID: delay.FireID(f.series, f.at), Kind: "report", Queue: "work", RunAt: f.at, EnqueuedAt: time.Now()}
+			if ok, err := timers.EnqueueFire(e.ctx, f.series, m, 24*time.Hour); err != nil || !ok {
+				t.Fatalf("EnqueueFire(%q) = %v, %v", f.series, ok, err)
+			}
+		}
+		// The past fire ran: its timer is gone.
+		if ok, err := e.insp.Cancel(e.ctx, "work", delay.FireID("b<i>x</i>", past)); err != nil || !ok {
+			t.Fatalf("Cancel of the past fire = %v, %v", ok, err)
+		}
+		a = e.get("cron?q=work", http.StatusOK)
+		if strings.Contains(a.body, "<i>x</i>") {
+			t.Error("a series name is shown unescaped")
+		}
+		names := regexp.MustCompile(`(?s)<tr>\s*<td>(.*?)</td>.*?<td>(next|fired)`).FindAllStringSubmatch(a.body, -1)
+		var got []string
+		for _, n := range names {
+			got = append(got, n[1]+"="+n[2])
+		}
+		if want := "b&lt;i&gt;x&lt;/i&gt;=fired nightly-report=next"; strings.Join(got, " ") != want {
+			t.Errorf("the cron page's series = %q, want %q", strings.Join(got, " "), want)
+		}
+		contains(t, "the cron page", a.body, `href="job?id=nightly-report%40`+fmt.Sprint(next.UnixMilli())+`&amp;q=work&amp;state=delayed"`)
+		contains(t, "the queue's page", e.get("queue?q=work", http.StatusOK).body, `href="cron?q=work"`)
+		e.get("cron?q=", http.StatusBadRequest)
 	})
 }

@@ -41,7 +41,7 @@ func parsePages() (map[string]*template.Template, error) {
 		},
 	}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"overview", "queue", "job", "workers", "error"} {
+	for _, name := range []string{"overview", "queue", "job", "workers", "cron", "error"} {
 		t, err := template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/chart.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, err

@@ -14,7 +14,8 @@ import (
 // and channels of ProbeQueue under prefix: the scripts themselves (EVALSHA,
 // EVAL on NOSCRIPT), the server's clock (TIME, in every script that
 // decides by time), the commands of internal/timers' scripts (timers,
-// unique keys, cron records, the promoters' wake-up channel),
+// unique keys, cron records and the index of cron series, the promoters'
+// wake-up channel),
 // internal/discards' (the discard list and its counters) and
 // internal/inspect's (the stats counters), internal/groups' (FIFO
 // groups), internal/limits' (concurrency limits), internal/history's (the
@@ -73,6 +74,10 @@ func Durable(prefix string) []Need {
 		Key(t.Timers, "HDEL", t.Timers, "f"),
 		Key(unique, "SET", unique, "v"),
 		Key(unique, "GET", unique),
+		Key(t.CronSeries, "ZADD", t.CronSeries, "0", "m"),
+		Key(t.CronSeries, "ZREMRANGEBYSCORE", t.CronSeries, "-inf", "0"),
+		Key(t.CronSeries, "ZRANGE", t.CronSeries, "0", "0"),
+		Key(t.CronSeries, "PEXPIRE", t.CronSeries, "1000"),
 		Key(stats, "HINCRBY", stats, "processed", "1"),
 		Key(d.Dead, "LPUSH", d.Dead, "m"),
 		Key(d.Dead, "RPOP", d.Dead),

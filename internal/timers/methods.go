@@ -24,7 +24,10 @@ type Methods struct {
 	Stored func(m *broker.Message, now time.Time) []byte
 }
 
-var _ broker.Timers = (*Methods)(nil)
+var (
+	_ broker.Timers     = (*Methods)(nil)
+	_ broker.CronLister = (*Methods)(nil)
+)
 
 func (x *Methods) keys(queue string) (Keys, Target, error) {
 	if err := broker.ValidateQueue(queue); err != nil {
@@ -115,4 +118,15 @@ func (x *Methods) LastFire(ctx context.Context, queue, series string) (time.Time
 	}
 	at, ok, err := LastFire(ctx, x.Client, k, series)
 	return at, ok, x.wrap(err)
+}
+
+// CronSeries returns the cron series of queue whose last-fire records
+// Redis holds, sorted by name, at most broker.MaxCronSeries.
+func (x *Methods) CronSeries(ctx context.Context, queue string) ([]broker.CronSeries, error) {
+	k, _, err := x.keys(queue)
+	if err != nil {
+		return nil, err
+	}
+	s, err := ListSeries(ctx, x.Client, k)
+	return s, x.wrap(err)
 }

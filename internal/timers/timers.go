@@ -12,7 +12,9 @@ import (
 	_ "embed"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-multierror"
@@ -65,13 +67,17 @@ type Keys struct {
 	Delayed string // ZSET timer ID -> due time (ms)
 	Timers  string // HASH timer ID -> stored message
 	Channel string // wake-up channel
-	prefix  string
+	// CronSeries is the index of the queue's cron series: ZSET series
+	// name -> when its last-fire record (Series) expires (ms).
+	CronSeries string
+	prefix     string
 }
 
 // QueueKeys lays out the timer keys of queue under prefix.
 func QueueKeys(prefix, queue string) Keys {
 	q := keys.Queue(prefix, queue)
-	return Keys{Queue: queue, Delayed: q.Part("delayed"), Timers: q.Part("timers"), Channel: q.Part("wake"), prefix: prefix}
+	return Keys{Queue: queue, Delayed: q.Part("delayed"), Timers: q.Part("timers"), Channel: q.Part("wake"),
+		CronSeries: q.Part("cron_series"), prefix: prefix}
 }
 
 // Unique returns the key that holds a unique key of the queue.
@@ -272,8 +278,8 @@ func Fire(ctx context.Context, rdb script.Processor, k Keys, series string, m *b
 		// waiting for its group (docs/ordering.md).
 		return false, &broker.MessageError{ID: m.ID, Field: "Group", Reason: "a cron fire cannot be in a FIFO group: have its handler enqueue the grouped job"}
 	}
-	v, err := fireScript.Run(ctx, rdb, []string{k.Delayed, k.Timers, k.Series(series)},
-		Score(m.RunAt), m.ID, stored, max(keep.Milliseconds(), 1000), MaxFireAhead.Milliseconds())
+	v, err := fireScript.Run(ctx, rdb, []string{k.Delayed, k.Timers, k.Series(series), k.CronSeries},
+		Score(m.RunAt), m.ID, stored, max(keep.Milliseconds(), 1000), MaxFireAhead.Milliseconds(), series)
 	if err != nil {
 		return false, fmt.Errorf("fire %q in %q: %w", series, k.Queue, err)
 	}
@@ -293,6 +299,44 @@ func LastFire(ctx context.Context, rdb redis.Cmdable, k Keys, series string) (ti
 		return time.Time{}, false, fmt.Errorf("last fire of %q in %q: %w", series, k.Queue, err)
 	}
 	return time.UnixMilli(ms), true, nil
+}
+
+// ListSeries returns the series in the queue's index whose last-fire
+// records Redis holds, with their last fires, sorted by name: at most
+// broker.MaxCronSeries, those whose records expire last when the index
+// holds more. Two round trips: a ZRANGE of the index, then one pipeline of
+// a GET per series.
+func ListSeries(ctx context.Context, rdb redis.Cmdable, k Keys) ([]broker.CronSeries, error) {
+	names, err := rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: k.CronSeries, Start: 0, Stop: broker.MaxCronSeries - 1, Rev: true}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("cron series of %q: %w", k.Queue, err)
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	gets := make([]*redis.StringCmd, len(names))
+	_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, n := range names {
+			gets[i] = p.Get(ctx, k.Series(n))
+		}
+		return nil
+	})
+	if err != nil && err != redis.Nil {
+		return nil, fmt.Errorf("cron series of %q: %w", k.Queue, err)
+	}
+	out := make([]broker.CronSeries, 0, len(names))
+	for i, n := range names {
+		ms, err := gets[i].Int64()
+		if err == redis.Nil {
+			continue // its record expired since the last fire in the queue trimmed the index
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cron series %q of %q: %w", n, k.Queue, err)
+		}
+		out = append(out, broker.CronSeries{Name: n, LastFire: time.UnixMilli(ms)})
+	}
+	slices.SortFunc(out, func(a, b broker.CronSeries) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }
 
 // Watch subscribes to the queue's wake channel. The channel it returns gets

@@ -31,10 +31,11 @@
 --          limit_state, limit_of, limit_wait (whose jobs count as ready
 --          here), limit_msgs, limit_jobs
 -- KEYS[30] <prefix>:{<queue>}:history              STREAM samples of sizes and counters (internal/history)
+-- KEYS[31] <prefix>:{<queue>}:cron_series          ZSET the index of its cron series (internal/timers)
 -- ARGV[1]  "1": delete even while jobs are in flight; else refuse then
 -- Reply: {1 deleted or 0 refused (jobs in flight; nothing deleted), ready,
 -- in flight, delayed, discarded, keys deleted}.
--- Bounded: O(1) reads and one DEL of 30 keys, which frees every job of the
+-- Bounded: O(1) reads and one DEL of 31 keys, which frees every job of the
 -- queue: O(jobs held), the one cost of a delete that grows with the queue.
 
 local ready = redis.call('LLEN', KEYS[1]) + redis.call('ZCARD', KEYS[22]) + redis.call('ZCARD', KEYS[27])

@@ -37,12 +37,13 @@
 --          limit_state, limit_of, limit_wait (whose jobs count as ready
 --          here), limit_msgs, limit_jobs
 -- KEYS[30] <prefix>:{<queue>}:history              STREAM samples of sizes and counters (internal/history)
+-- KEYS[31] <prefix>:{<queue>}:cron_series          ZSET the index of its cron series (internal/timers)
 -- ARGV[1]  "1": delete even while jobs are in flight; else refuse then
 -- ARGV[2]  consumer group name
 -- Reply: {1 deleted or 0 refused (jobs in flight; nothing deleted), ready,
 -- in flight, delayed, discarded, keys deleted}.
 -- Bounded: O(1) reads, one XINFO GROUPS (one entry per consumer group of
--- the stream, a handful), and one DEL of 30 keys, which frees every job of
+-- the stream, a handful), and one DEL of 31 keys, which frees every job of
 -- the queue: O(jobs held), the one cost of a delete that grows with the
 -- queue.
 

@@ -101,16 +101,7 @@ return 0
 // machine enough to delay the heartbeats of TestKillWorkers running beside
 // it, whose jobs were then discarded as poison under a full make test.
 func TestGroupOrderUnderKills(t *testing.T) {
-	if idx := os.Getenv(groupKillChildEnv); idx != "" {
-		groupKillChild(t, idx)
-		return
-	}
-	for i, drv := range durable {
-		t.Run(drv.Name, func(t *testing.T) {
-			t.Parallel()
-			groupKillRun(t, i)
-		})
-	}
+	crashTestApart(t, groupKillChildEnv, groupKillChild, groupKillRun)
 }
 
 func groupKillRun(t *testing.T, i int) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/internal/drivertest"
+	"github.com/conveyorq/conveyor/internal/history"
 	"github.com/conveyorq/conveyor/worker"
 )
 
@@ -76,9 +77,13 @@ func TestHistorySampledByKeeper(t *testing.T) {
 	}
 }
 
-// TestHistoryConfig: the pool refuses intervals the history cannot keep.
+// TestHistoryConfig: the pool refuses intervals the history cannot keep,
+// and its default interval is the one readers of the history assume.
 func TestHistoryConfig(t *testing.T) {
 	t.Parallel()
+	if worker.DefaultHistoryEvery != history.DefaultEvery {
+		t.Errorf("DefaultHistoryEvery %v, but the readers' rates assume %v", worker.DefaultHistoryEvery, history.DefaultEvery)
+	}
 	e := newEnv(t, 0)
 	h := conveyor.HandlerFunc(func(context.Context, *conveyor.Job) error { return nil })
 	for _, c := range []worker.Config{

@@ -405,11 +405,24 @@ func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() (bo
 // in such a child (env names the driver's index) it runs child; in the test
 // process it runs run once per durable driver, in parallel.
 func crashTest(t *testing.T, env string, child func(*testing.T, string), run func(*testing.T, int)) {
+	crashTestOf(t, env, child, run, true)
+}
+
+// crashTestApart is crashTest for a test too heavy to run beside the
+// package's other tests: its drivers still run in parallel with each
+// other.
+func crashTestApart(t *testing.T, env string, child func(*testing.T, string), run func(*testing.T, int)) {
+	crashTestOf(t, env, child, run, false)
+}
+
+func crashTestOf(t *testing.T, env string, child func(*testing.T, string), run func(*testing.T, int), parallel bool) {
 	if idx := os.Getenv(env); idx != "" {
 		child(t, idx)
 		return
 	}
-	t.Parallel()
+	if parallel {
+		t.Parallel()
+	}
 	for i, drv := range durable {
 		t.Run(drv.Name, func(t *testing.T) {
 			t.Parallel()

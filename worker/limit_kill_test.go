@@ -74,16 +74,7 @@ return n
 // TestLimitUnderKills is not parallel with the package's other tests (its
 // drivers run in parallel with each other), as TestGroupOrderUnderKills.
 func TestLimitUnderKills(t *testing.T) {
-	if idx := os.Getenv(limitKillChildEnv); idx != "" {
-		limitKillChild(t, idx)
-		return
-	}
-	for i, drv := range durable {
-		t.Run(drv.Name, func(t *testing.T) {
-			t.Parallel()
-			limitKillRun(t, i)
-		})
-	}
+	crashTestApart(t, limitKillChildEnv, limitKillChild, limitKillRun)
 }
 
 func limitKillRun(t *testing.T, i int) {

@@ -45,8 +45,8 @@ func queueKeys(t testing.TB, prefix, queue string) []string {
 
 // testDeleteQueue proves DeleteQueue deletes a queue whole: with jobs in
 // every state (ready, in flight, delayed as a timer and a cron fire,
-// discarded), a unique key held and, where the driver pauses, the queue
-// paused, a delete without force refuses with an *InFlightError and
+// discarded), a unique key held, where the driver pauses, the queue
+// paused, and where it keeps history, a sample of it, a delete without force refuses with an *InFlightError and
 // changes nothing; a forced delete reports each state's jobs and the keys
 // it deleted, leaves no key of the queue (a SCAN of its hash tag), takes it
 // out of Queues, frees its unique key, and fences the jobs it took from
@@ -95,6 +95,11 @@ func testDeleteQueue(t *testing.T, e *env) {
 	fire.ID = "nightly@" + strconv.FormatInt(fire.RunAt.UnixMilli(), 10)
 	if ok, err := tm.EnqueueFire(ctx, "nightly", fire, time.Hour); err != nil || !ok {
 		t.Fatalf("EnqueueFire = %v, %v; want stored", ok, err)
+	}
+	if h, ok := e.d.(broker.Historian); ok && e.caps.History {
+		if _, err := h.RecordSample(ctx, broker.QueueSizes{Queue: q, Ready: 3}, time.Hour, 2*time.Hour); err != nil {
+			t.Fatalf("RecordSample: %v", err)
+		}
 	}
 	p, pauses := e.d.(broker.Pauser)
 	if pauses && e.caps.Pause {

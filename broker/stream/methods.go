@@ -237,9 +237,6 @@ func (d *Driver) Limits(ctx context.Context, queue string) ([]broker.Limit, erro
 // RecordSample stores s as a sample of queue s.Queue's history, once per
 // interval fleet-wide: one script call. It implements broker.Historian.
 func (d *Driver) RecordSample(ctx context.Context, s broker.QueueSizes, every, keep time.Duration) (broker.Recorded, error) {
-	if err := broker.ValidateQueue(s.Queue); err != nil {
-		return broker.Recorded{}, err
-	}
 	return history.Record(ctx, d.rdb, d.keys(s.Queue).history, s, every, keep)
 }
 

@@ -8,7 +8,6 @@ import (
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/history"
-	"github.com/conveyorq/conveyor/worker"
 )
 
 // The rates of queues and stats come from each queue's history: the
@@ -24,7 +23,7 @@ const (
 	// sampleSlack is how much older than now minus a window a sample may
 	// be and still count: the newest sample is up to an interval old, so a
 	// window ending at it reaches that much further back.
-	sampleSlack = worker.DefaultHistoryEvery
+	sampleSlack = history.DefaultEvery
 	// staleAfter is the age from which stats says when the newest sample
 	// was taken: a sample interval, and time for a keeper late to take the
 	// next.
@@ -46,10 +45,10 @@ type rateOut struct {
 }
 
 // rateOver returns the rate over the window of samples (oldest first)
-// that ends at the newest one (history.RateOver, with sampleSlack); nil
+// that ends at the newest one (history.RateOver); nil
 // when fewer than two samples are in it.
 func rateOver(samples []broker.Sample, now time.Time, window time.Duration) *rateOut {
-	r := history.RateOver(samples, now, window, sampleSlack)
+	r := history.RateOver(samples, now, window)
 	if r.Span <= 0 {
 		return nil
 	}

@@ -49,7 +49,7 @@ func (h *Handler) overviewRows(ctx context.Context, figs []queueprobe.Figures, n
 	for k, f := range figs {
 		rows[k] = overviewRow{Figures: f, Rate: "-"}
 		samples := hs[k]
-		if r := history.RateOver(samples, now, rateSpan, time.Minute); r.Span > 0 {
+		if r := history.RateOver(samples, now, rateSpan); r.Span > 0 {
 			rows[k].Rate = short(r.Processed)
 		}
 		at, rs := rateSeries(thin(samples, sparkW))

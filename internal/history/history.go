@@ -60,19 +60,31 @@ func Record(ctx context.Context, c script.Processor, key string, s broker.QueueS
 // Read returns the samples at key taken at or after since, oldest first:
 // the newest broker.MaxHistory of them. One XREVRANGE.
 func Read(ctx context.Context, c redis.Cmdable, key string, since time.Time) ([]broker.Sample, error) {
-	min := "-"
-	if ms := since.UnixMilli(); ms > 0 {
-		min = strconv.FormatInt(ms, 10)
-	}
-	msgs, err := c.XRevRangeN(ctx, key, "+", min, broker.MaxHistory).Result()
+	out, err := samples(c.XRevRangeN(ctx, key, "+", minID(since), broker.MaxHistory).Result())
 	if err != nil {
-		return nil, fmt.Errorf("conveyor: history: %w", err)
+		return nil, fmt.Errorf("conveyor: history: %s: %w", key, err)
+	}
+	return out, nil
+}
+
+// minID is the lowest entry ID of the samples taken at or after since.
+func minID(since time.Time) string {
+	if ms := since.UnixMilli(); ms > 0 {
+		return strconv.FormatInt(ms, 10)
+	}
+	return "-"
+}
+
+// samples reads the reply of an XREVRANGE of a history, oldest first.
+func samples(msgs []redis.XMessage, err error) ([]broker.Sample, error) {
+	if err != nil {
+		return nil, err
 	}
 	out := make([]broker.Sample, len(msgs))
 	for k, m := range msgs {
 		s, err := parse(m)
 		if err != nil {
-			return nil, fmt.Errorf("conveyor: history: %s: %w", key, err)
+			return nil, err
 		}
 		out[len(msgs)-1-k] = s
 	}
@@ -112,10 +124,7 @@ func parse(m redis.XMessage) (broker.Sample, error) {
 // the error, joined with the others', names it: the caller shows what it
 // has. A failed pipeline returns no samples.
 func ReadMany(ctx context.Context, c redis.UniversalClient, keys []string, since time.Time) ([][]broker.Sample, error) {
-	min := "-"
-	if ms := since.UnixMilli(); ms > 0 {
-		min = strconv.FormatInt(ms, 10)
-	}
+	min := minID(since)
 	cmds := make([]*redis.XMessageSliceCmd, len(keys))
 	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for k, key := range keys {
@@ -126,22 +135,11 @@ func ReadMany(ctx context.Context, c redis.UniversalClient, keys []string, since
 	out := make([][]broker.Sample, len(keys))
 	var errs []error
 	for k, cmd := range cmds {
-		msgs, err := cmd.Result()
+		s, err := samples(cmd.Result())
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", keys[k], err))
-			continue
 		}
-		samples := make([]broker.Sample, len(msgs))
-		for j, m := range msgs {
-			s, err := parse(m)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", keys[k], err))
-				samples = nil
-				break
-			}
-			samples[len(msgs)-1-j] = s
-		}
-		out[k] = samples
+		out[k] = s
 	}
 	if err != nil && len(errs) == len(keys) {
 		return nil, fmt.Errorf("conveyor: history: %w", err)
@@ -185,16 +183,20 @@ func RateOf(samples []broker.Sample) Rate {
 	}
 }
 
+// DefaultEvery is the default interval between two samples
+// (worker.DefaultHistoryEvery).
+const DefaultEvery = time.Minute
+
 // RateOver returns the rate over the samples (oldest first) of the window
 // that ends at the newest one, leaving out those taken before now less
-// the window and slack (how old the newest sample may be: an interval),
-// so that a history that stopped long ago has no rate.
-func RateOver(samples []broker.Sample, now time.Time, window, slack time.Duration) Rate {
+// the window and DefaultEvery (how old the newest sample may be), so that
+// a history that stopped long ago has no rate.
+func RateOver(samples []broker.Sample, now time.Time, window time.Duration) Rate {
 	if len(samples) == 0 {
 		return Rate{}
 	}
 	from := samples[len(samples)-1].At.Add(-window)
-	if early := now.Add(-window - slack); early.After(from) {
+	if early := now.Add(-window - DefaultEvery); early.After(from) {
 		from = early
 	}
 	k, _ := slices.BinarySearchFunc(samples, from, func(s broker.Sample, t time.Time) int { return s.At.Compare(t) })

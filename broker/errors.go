@@ -117,3 +117,22 @@ func (e *DuplicateError) Error() string {
 }
 
 func (e *DuplicateError) Unwrap() error { return ErrDuplicate }
+
+// ErrNotReplicated is wrapped by every *ReplicationError.
+var ErrNotReplicated = errors.New("conveyor: not acknowledged by enough replicas")
+
+// ReplicationError reports a write that Redis stored on its master but
+// that fewer replicas than asked for acknowledged within the wait's timeout
+// (a driver configured to wait for replicas returns it). The write is not
+// undone: the jobs are queued and will run unless the master fails before
+// they reach a replica. Enqueueing them again would store them twice.
+type ReplicationError struct {
+	Acked  int // replicas that acknowledged the write in time
+	Wanted int // replicas the driver waits for
+}
+
+func (e *ReplicationError) Error() string {
+	return fmt.Sprintf("conveyor: stored, but acknowledged by %d of %d replicas in time: a failover now could lose it", e.Acked, e.Wanted)
+}
+
+func (e *ReplicationError) Unwrap() error { return ErrNotReplicated }

@@ -49,6 +49,18 @@ type Config struct {
 	// handler failure and does not count as an attempt. Defaults to 3; a
 	// negative value turns the cap off.
 	MaxRecoveries int
+	// WaitReplicas makes Enqueue wait until this many replicas have the
+	// jobs (Redis WAIT, on the connection that stored them) before it
+	// returns nil, so that a failover to a replica keeps every job whose
+	// Enqueue returned nil. Jobs not acknowledged in time are stored and
+	// reported with a *broker.ReplicationError (do not enqueue them again).
+	// It costs a replication round trip per call and one connection held
+	// for it; settles do not wait (one lost in a failover runs its job
+	// again, it loses nothing). Needs a *redis.Client (single or Sentinel)
+	// or a *redis.ClusterClient. Defaults to 0: no wait.
+	WaitReplicas int
+	// WaitTimeout bounds each wait for replicas. Defaults to 1 s.
+	WaitTimeout time.Duration
 	// Logger receives warnings (an eviction policy that can lose leases,
 	// recovered messages, poison discards). Defaults to slog.Default(),
 	// warnings and above only.

@@ -22,6 +22,7 @@ import (
 	"github.com/conveyorq/conveyor/internal/pause"
 	"github.com/conveyorq/conveyor/internal/records"
 	"github.com/conveyorq/conveyor/internal/registry"
+	"github.com/conveyorq/conveyor/internal/replicas"
 	"github.com/conveyorq/conveyor/internal/timers"
 	"github.com/conveyorq/conveyor/internal/workers"
 )
@@ -41,6 +42,9 @@ type Driver struct {
 	// reg remembers the queues this driver added to the registry, so that
 	// only a queue's first enqueue or Open sends the SADD.
 	reg *registry.Registry
+	// wait, when Config.WaitReplicas is set, sends enqueues that wait for
+	// replicas.
+	wait *replicas.Waiter
 
 	*timers.Methods    // broker.Timers, see timers.go
 	*discards.Keeper   // broker.Discards, see discards.go
@@ -61,7 +65,11 @@ func New(client redis.UniversalClient, cfg *Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Driver{client: client, cfg: c, log: c.Logger, reg: registry.New(c.Prefix, "list", c.Logger)}
+	wait, err := replicas.New(client, c.WaitReplicas, c.WaitTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("list: config: %w", err)
+	}
+	d := &Driver{client: client, cfg: c, log: c.Logger, reg: registry.New(c.Prefix, "list", c.Logger), wait: wait}
 	d.Methods = d.timerMethods()
 	d.Keeper = d.discardKeeper()
 	d.Records = &records.Records{Name: "list", Client: client, Prefix: c.Prefix, Max: c.RecordMax}

@@ -39,23 +39,55 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 		return fmt.Errorf("list: enqueue: %w", err)
 	}
 	now := time.Now()
-	if single {
-		// The queue joins the registry on its first enqueue by this driver,
-		// in the same round trip; after that nothing more is sent for it.
-		add := d.reg.Pending(msgs[0].Queue)
-		if d.cfg.MaxLen == 0 && timers.Plain(msgs) {
-			// Nothing to check and nowhere else to go: a plain LPUSH is as
-			// atomic as the script and costs Redis and the round trip less.
-			return d.push(ctx, msgs, now, add)
-		}
-		keys, args := d.enqueueCall(msgs, now)
-		v, err := add.Run(ctx, d.client, enqueueScript, keys, args...)
-		if err != nil {
-			return fmt.Errorf("list: enqueue %q: %w", msgs[0].Queue, err)
-		}
-		return timers.Duplicates(msgs, v).ErrorOrNil()
+	if d.wait != nil {
+		return d.enqueueWaited(ctx, msgs, now)
 	}
-	return d.enqueueMany(ctx, msgs, now)
+	return d.enqueue(ctx, d.client, msgs, single, now, true)
+}
+
+// enqueue stores msgs, validated, through c; single says they are of one
+// queue. With register, a queue's first enqueue by this driver adds it to
+// the registry in the same round trip.
+func (d *Driver) enqueue(ctx context.Context, c script.Client, msgs []*broker.Message, single bool, now time.Time, register bool) error {
+	if !single {
+		return d.enqueueMany(ctx, c, msgs, now, register)
+	}
+	var add *registry.Pending
+	if register {
+		// After a queue's first enqueue nothing more is sent for it.
+		add = d.reg.Pending(msgs[0].Queue)
+	}
+	if d.cfg.MaxLen == 0 && timers.Plain(msgs) {
+		// Nothing to check and nowhere else to go: a plain LPUSH is as
+		// atomic as the script and costs Redis and the round trip less.
+		return d.push(ctx, c, msgs, now, add)
+	}
+	keys, args := d.enqueueCall(msgs, now)
+	v, err := add.Run(ctx, c, enqueueScript, keys, args...)
+	if err != nil {
+		return fmt.Errorf("list: enqueue %q: %w", msgs[0].Queue, err)
+	}
+	return timers.Duplicates(msgs, v).ErrorOrNil()
+}
+
+// enqueueWaited stores msgs, validated, and waits for Config.WaitReplicas
+// replicas to have them: on one connection per master, each queue's
+// registry entry added first, apart (the registry's key may live on
+// another master).
+func (d *Driver) enqueueWaited(ctx context.Context, msgs []*broker.Message, now time.Time) error {
+	batches := broker.GroupByQueue(msgs)
+	keys := make([]string, len(batches))
+	for i, b := range batches {
+		d.reg.Ensure(ctx, d.client, b[0].Queue)
+		keys[i] = d.keys(b[0].Queue).ready
+	}
+	return d.wait.Do(ctx, keys, func(c script.Client, parts []int) error {
+		var part []*broker.Message
+		for _, i := range parts {
+			part = append(part, batches[i]...)
+		}
+		return d.enqueue(ctx, c, part, len(parts) == 1, now, false)
+	})
 }
 
 // push LPUSHes msgs, all of one queue, and sets the queue's wake signal,
@@ -63,11 +95,11 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 // trip when add is not nil. The LPUSH's outcome is the call's: the signal
 // only wakes an idle consumer sooner, and a keeper sets it within a second
 // when ready holds messages without it.
-func (d *Driver) push(ctx context.Context, msgs []*broker.Message, now time.Time, add *registry.Pending) error {
+func (d *Driver) push(ctx context.Context, c script.Client, msgs []*broker.Message, now time.Time, add *registry.Pending) error {
 	q := msgs[0].Queue
 	k := d.keys(q)
 	push := redis.NewCmd(ctx, append([]any{"lpush", k.ready}, d.values(msgs, now)...)...)
-	p := d.client.Pipeline()
+	p := c.Pipeline()
 	_ = p.Process(ctx, script.Once(push))
 	p.ZAdd(ctx, k.wake, redis.Z{Member: wake.Member})
 	if add != nil {
@@ -87,7 +119,7 @@ func (d *Driver) push(ctx context.Context, msgs []*broker.Message, now time.Time
 // queue's messages are not split over several calls: Redis checks its
 // memory limit when a script starts, so one call stores all of them or
 // none, where a second call could be refused after the first was stored.
-func (d *Driver) enqueueMany(ctx context.Context, msgs []*broker.Message, now time.Time) error {
+func (d *Driver) enqueueMany(ctx context.Context, c script.Client, msgs []*broker.Message, now time.Time, register bool) error {
 	var (
 		calls  []*script.Call
 		groups [][]*broker.Message
@@ -99,16 +131,19 @@ func (d *Driver) enqueueMany(ctx context.Context, msgs []*broker.Message, now ti
 		calls = append(calls, &script.Call{Keys: keys, Args: args})
 		groups = append(groups, qm)
 	}
-	add := d.reg.Pending(names...)
-	enqueueScript.RunPipelined(ctx, d.client, calls, add.Also(ctx)...)
+	var add *registry.Pending
+	if register {
+		add = d.reg.Pending(names...)
+	}
+	enqueueScript.RunPipelined(ctx, c, calls, add.Also(ctx)...)
 	add.Done(ctx)
 	var errs *multierror.Error
-	for i, c := range calls {
-		if c.Err != nil {
-			errs = multierror.Append(errs, &broker.QueueError{Queue: groups[i][0].Queue, Err: fmt.Errorf("list: enqueue: %w", c.Err)})
+	for i, call := range calls {
+		if call.Err != nil {
+			errs = multierror.Append(errs, &broker.QueueError{Queue: groups[i][0].Queue, Err: fmt.Errorf("list: enqueue: %w", call.Err)})
 			continue
 		}
-		if dups := timers.Duplicates(groups[i], c.Val); dups != nil {
+		if dups := timers.Duplicates(groups[i], call.Val); dups != nil {
 			errs = multierror.Append(errs, dups.Errors...)
 		}
 	}

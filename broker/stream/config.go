@@ -65,6 +65,18 @@ type Config struct {
 	// load (woken after less than PollInterval asleep): the queue's keeper
 	// wakes one when a lease expired. Defaults to 1s.
 	PollInterval time.Duration
+	// WaitReplicas makes Enqueue wait until this many replicas have the
+	// jobs (Redis WAIT, on the connection that stored them) before it
+	// returns nil, so that a failover to a replica keeps every job whose
+	// Enqueue returned nil. Jobs not acknowledged in time are stored and
+	// reported with a *broker.ReplicationError (do not enqueue them again).
+	// It costs a replication round trip per call and one connection held
+	// for it; settles do not wait (one lost in a failover runs its job
+	// again, it loses nothing). Needs a *redis.Client (single or Sentinel)
+	// or a *redis.ClusterClient. Defaults to 0: no wait.
+	WaitReplicas int
+	// WaitTimeout bounds each wait for replicas. Defaults to 1 s.
+	WaitTimeout time.Duration
 	// Logger receives warnings (entries deleted while pending, messages
 	// discarded as poison, a risky maxmemory-policy) and errors of
 	// background hand-backs. Defaults to slog.Default(), warnings and

@@ -18,6 +18,7 @@ import (
 	"github.com/conveyorq/conveyor/internal/pause"
 	"github.com/conveyorq/conveyor/internal/records"
 	"github.com/conveyorq/conveyor/internal/registry"
+	"github.com/conveyorq/conveyor/internal/replicas"
 	"github.com/conveyorq/conveyor/internal/timers"
 	"github.com/conveyorq/conveyor/internal/workers"
 )
@@ -30,6 +31,9 @@ type Driver struct {
 	// reg remembers the queues this driver added to the registry, so that
 	// only a queue's first enqueue or Open sends the SADD.
 	reg *registry.Registry
+	// wait, when Config.WaitReplicas is set, sends enqueues that wait for
+	// replicas.
+	wait *replicas.Waiter
 
 	reclaimed      atomic.Int64
 	deletedPending atomic.Int64
@@ -60,7 +64,11 @@ func New(rdb redis.UniversalClient, cfg *Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Driver{rdb: rdb, cfg: c, reg: registry.New(c.Prefix, "stream", c.Logger)}
+	wait, err := replicas.New(rdb, c.WaitReplicas, c.WaitTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("stream: config: %w", err)
+	}
+	d := &Driver{rdb: rdb, cfg: c, reg: registry.New(c.Prefix, "stream", c.Logger), wait: wait}
 	d.Methods = d.timerMethods()
 	d.Keeper = d.discardKeeper()
 	// Before the Inspector, which serves the records too (JobFinished).

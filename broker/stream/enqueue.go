@@ -41,13 +41,25 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 	if err != nil {
 		return fmt.Errorf("stream: enqueue: %w", err)
 	}
+	if d.wait != nil {
+		return d.enqueueWaited(ctx, msgs)
+	}
+	return d.enqueue(ctx, d.rdb, msgs, single, true)
+}
+
+// enqueue stores msgs, validated, through c; single says they are of one
+// queue. With register, a queue's first enqueue by this driver adds it to
+// the registry in the same round trip.
+func (d *Driver) enqueue(ctx context.Context, c script.Client, msgs []*broker.Message, single, register bool) error {
+	if !single {
+		return d.enqueueMany(ctx, c, msgs, register)
+	}
 	var add *registry.Pending
-	if single {
-		// The queue joins the registry on its first enqueue by this driver,
-		// in the same round trip; after that nothing more is sent for it.
+	if register {
+		// After a queue's first enqueue nothing more is sent for it.
 		add = d.reg.Pending(msgs[0].Queue)
 	}
-	if single && len(msgs) == 1 && d.cfg.MaxLen == 0 && timers.Plain(msgs) {
+	if len(msgs) == 1 && d.cfg.MaxLen == 0 && timers.Plain(msgs) {
 		// A stream exists only together with its group: enqueue.lua creates
 		// both (a drained stream stays, with its group). So while the
 		// stream exists a plain XADD is as safe as the script and cheaper;
@@ -56,7 +68,7 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 		// wakes one consumer sleeping on it; its outcome is not the call's.
 		q := keys.Queue(d.cfg.Prefix, msgs[0].Queue)
 		xadd := redis.NewCmd(ctx, "xadd", q.Part("stream"), "nomkstream", "*", "m", codec.Encode(msgs[0], 0))
-		p := d.rdb.Pipeline()
+		p := c.Pipeline()
 		_ = p.Process(ctx, script.Once(xadd))
 		p.ZAdd(ctx, q.Part("wake"), redis.Z{Member: wake.Member})
 		if add != nil {
@@ -74,22 +86,39 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 			return fmt.Errorf("stream: enqueue: %w", err)
 		}
 	}
-	if single {
-		ks, args := d.enqueueCall(msgs)
-		v, err := add.Run(ctx, d.rdb, enqueueScript, ks, args...)
-		if err != nil {
-			return fmt.Errorf("stream: enqueue: %w", err)
-		}
-		return timers.Duplicates(msgs, v).ErrorOrNil()
+	ks, args := d.enqueueCall(msgs)
+	v, err := add.Run(ctx, c, enqueueScript, ks, args...)
+	if err != nil {
+		return fmt.Errorf("stream: enqueue: %w", err)
 	}
-	return d.enqueueMany(ctx, msgs)
+	return timers.Duplicates(msgs, v).ErrorOrNil()
+}
+
+// enqueueWaited stores msgs, validated, and waits for Config.WaitReplicas
+// replicas to have them: on one connection per master, each queue's
+// registry entry added first, apart (the registry's key may live on
+// another master).
+func (d *Driver) enqueueWaited(ctx context.Context, msgs []*broker.Message) error {
+	batches := broker.GroupByQueue(msgs)
+	ks := make([]string, len(batches))
+	for i, b := range batches {
+		d.reg.Ensure(ctx, d.rdb, b[0].Queue)
+		ks[i] = keys.Queue(d.cfg.Prefix, b[0].Queue).Part("stream")
+	}
+	return d.wait.Do(ctx, ks, func(c script.Client, parts []int) error {
+		var part []*broker.Message
+		for _, i := range parts {
+			part = append(part, batches[i]...)
+		}
+		return d.enqueue(ctx, c, part, len(parts) == 1, false)
+	})
 }
 
 // enqueueMany runs one enqueue.lua call per queue, all in one round trip.
 // A queue's messages are not split over several calls: Redis checks its
 // memory limit when a script starts, so one call stores all of them or
 // none, where a second call could be refused after the first was stored.
-func (d *Driver) enqueueMany(ctx context.Context, msgs []*broker.Message) error {
+func (d *Driver) enqueueMany(ctx context.Context, c script.Client, msgs []*broker.Message, register bool) error {
 	var (
 		calls   []*script.Call
 		queues  []string
@@ -101,16 +130,19 @@ func (d *Driver) enqueueMany(ctx context.Context, msgs []*broker.Message) error 
 		queues = append(queues, qm[0].Queue)
 		batches = append(batches, qm)
 	}
-	add := d.reg.Pending(queues...)
-	enqueueScript.RunPipelined(ctx, d.rdb, calls, add.Also(ctx)...)
+	var add *registry.Pending
+	if register {
+		add = d.reg.Pending(queues...)
+	}
+	enqueueScript.RunPipelined(ctx, c, calls, add.Also(ctx)...)
 	add.Done(ctx)
 	var errs *multierror.Error
-	for i, c := range calls {
-		if c.Err != nil {
-			errs = multierror.Append(errs, &broker.QueueError{Queue: queues[i], Err: fmt.Errorf("stream: enqueue: %w", c.Err)})
+	for i, call := range calls {
+		if call.Err != nil {
+			errs = multierror.Append(errs, &broker.QueueError{Queue: queues[i], Err: fmt.Errorf("stream: enqueue: %w", call.Err)})
 			continue
 		}
-		if dups := timers.Duplicates(batches[i], c.Val); dups != nil {
+		if dups := timers.Duplicates(batches[i], call.Val); dups != nil {
 			errs = multierror.Append(errs, dups.Errors...)
 		}
 	}

@@ -121,7 +121,7 @@ func (a *Pending) Also(ctx context.Context) []func(redis.Pipeliner) {
 
 // Run runs one call of s (as s.Run does), with the SADD on the same round
 // trip when a is not nil, and records the SADD's outcome (Done).
-func (a *Pending) Run(ctx context.Context, c redis.UniversalClient, s *script.Script, keys []string, args ...any) (any, error) {
+func (a *Pending) Run(ctx context.Context, c script.Client, s *script.Script, keys []string, args ...any) (any, error) {
 	if a == nil {
 		return s.Run(ctx, c, keys, args...)
 	}

@@ -134,6 +134,13 @@ func (s *Script) Eval(ctx context.Context, p redis.Pipeliner, keys []string, arg
 	return cmd
 }
 
+// Client is what a script's calls are sent through: a go-redis client, or
+// one connection of one (a *redis.Conn).
+type Client interface {
+	Processor
+	Pipeline() redis.Pipeliner
+}
+
 // Processor sends commands: a client, or a pipeline that queues them.
 type Processor interface {
 	Process(ctx context.Context, cmd redis.Cmder) error
@@ -275,7 +282,7 @@ type Call struct {
 // or error (mapped as Run maps them). Each of also queues commands of its
 // own on the same round trip (a driver registering the queues it writes
 // to); they are sent once and read by whoever queued them.
-func (s *Script) RunPipelined(ctx context.Context, c redis.UniversalClient, calls []*Call, also ...func(redis.Pipeliner)) {
+func (s *Script) RunPipelined(ctx context.Context, c Client, calls []*Call, also ...func(redis.Pipeliner)) {
 	pipe := c.Pipeline()
 	for _, call := range calls {
 		call.cmd = s.EvalSha(ctx, pipe, call.Keys, call.Args...)

@@ -28,6 +28,13 @@ type Config struct {
 	// bind 127.0.0.1, no RDB, no AOF, the directory and log file), so they
 	// can override them: "--appendonly", "yes".
 	Args []string
+	// ConfigFile, when not empty, is the text of a configuration file:
+	// Start writes it to redis.conf in the server's directory and passes
+	// that file as the first argument, so Args and the defaults override
+	// it. A sentinel needs one: it refuses to start without a config file
+	// it can rewrite, and records there what it learns. Restart keeps the
+	// file as the server left it.
+	ConfigFile string
 	// Env is added to this process's environment for the server:
 	// SkewEnv's shim.
 	Env []string
@@ -72,6 +79,9 @@ func Start(ctx context.Context, cfg *Config) (*Server, error) {
 	s.dir = dir
 	for range 5 {
 		if s.port, err = freePort(); err != nil {
+			break
+		}
+		if err = s.writeConfigFile(); err != nil {
 			break
 		}
 		if err = s.start(ctx); err == nil {
@@ -120,11 +130,29 @@ func freePort() (int, error) {
 // Addr is the server's host:port.
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
 
+// Port is the server's port on 127.0.0.1. It does not change on Restart.
+func (s *Server) Port() int { return s.port }
+
 // Dir is the server's working directory: its log, and an AOF if its
 // arguments ask for one.
 func (s *Server) Dir() string { return s.dir }
 
 func (s *Server) logPath() string { return filepath.Join(s.dir, "redis.log") }
+
+func (s *Server) configPath() string { return filepath.Join(s.dir, "redis.conf") }
+
+// writeConfigFile writes Config.ConfigFile afresh for each try of Start, so
+// that every try starts from the caller's text, whatever an earlier try's
+// server wrote there.
+func (s *Server) writeConfigFile() error {
+	if s.cfg.ConfigFile == "" {
+		return nil
+	}
+	if err := os.WriteFile(s.configPath(), []byte(s.cfg.ConfigFile), 0o600); err != nil {
+		return fmt.Errorf("redis-server: config file: %w", err)
+	}
+	return nil
+}
 
 // said is what the server wrote before its log was open (a bad argument)
 // and the end of its log.
@@ -142,10 +170,14 @@ func (s *Server) said() string {
 // another server that took the port meanwhile.
 func (s *Server) start(ctx context.Context) error {
 	_ = os.Remove(s.logPath())
-	args := append([]string{
+	var args []string
+	if s.cfg.ConfigFile != "" {
+		args = append(args, s.configPath())
+	}
+	args = append(args,
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--daemonize", "no",
-		"--save", "", "--appendonly", "no", "--dir", s.dir, "--logfile", s.logPath(),
-	}, s.cfg.Args...)
+		"--save", "", "--appendonly", "no", "--dir", s.dir, "--logfile", s.logPath())
+	args = append(args, s.cfg.Args...)
 	// What the server says before its log is open (a bad argument) goes to
 	// redis.out.
 	out, err := os.Create(filepath.Join(s.dir, "redis.out"))

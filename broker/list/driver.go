@@ -23,6 +23,7 @@ import (
 	"github.com/conveyorq/conveyor/internal/records"
 	"github.com/conveyorq/conveyor/internal/registry"
 	"github.com/conveyorq/conveyor/internal/replicas"
+	"github.com/conveyorq/conveyor/internal/topology"
 	"github.com/conveyorq/conveyor/internal/timers"
 	"github.com/conveyorq/conveyor/internal/workers"
 )
@@ -69,6 +70,7 @@ func New(client redis.UniversalClient, cfg *Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list: config: %w", err)
 	}
+	topology.Watch(client) // a Cluster client finds a failed master's successor
 	d := &Driver{client: client, cfg: c, log: c.Logger, reg: registry.New(c.Prefix, "list", c.Logger), wait: wait}
 	d.Methods = d.timerMethods()
 	d.Keeper = d.discardKeeper()

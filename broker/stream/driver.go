@@ -19,6 +19,7 @@ import (
 	"github.com/conveyorq/conveyor/internal/records"
 	"github.com/conveyorq/conveyor/internal/registry"
 	"github.com/conveyorq/conveyor/internal/replicas"
+	"github.com/conveyorq/conveyor/internal/topology"
 	"github.com/conveyorq/conveyor/internal/timers"
 	"github.com/conveyorq/conveyor/internal/workers"
 )
@@ -68,6 +69,7 @@ func New(rdb redis.UniversalClient, cfg *Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stream: config: %w", err)
 	}
+	topology.Watch(rdb) // a Cluster client finds a failed master's successor
 	d := &Driver{rdb: rdb, cfg: c, reg: registry.New(c.Prefix, "stream", c.Logger), wait: wait}
 	d.Methods = d.timerMethods()
 	d.Keeper = d.discardKeeper()

@@ -15,9 +15,7 @@ package replicas
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/go-multierror"
@@ -25,6 +23,7 @@ import (
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/script"
+	"github.com/conveyorq/conveyor/internal/topology"
 )
 
 // DefaultTimeout bounds a wait when the driver's configuration does not.
@@ -127,7 +126,7 @@ func (w *Waiter) one(ctx context.Context, node *redis.Client, parts []int, write
 		}
 		return multierror.Append(werr, err)
 	}
-	if werr != nil && movedOrDown(werr) {
+	if werr != nil && topology.Stale(werr) {
 		w.stale(ctx)
 	}
 	return werr
@@ -169,20 +168,4 @@ func (w *Waiter) stale(ctx context.Context) {
 	if c, ok := w.client.(*redis.ClusterClient); ok {
 		c.ReloadState(ctx)
 	}
-}
-
-// movedOrDown reports whether a node's error reply says the slot lives
-// elsewhere now or the cluster cannot serve it.
-func movedOrDown(err error) bool {
-	var rerr redis.Error
-	if !errors.As(err, &rerr) {
-		return false
-	}
-	msg := rerr.Error()
-	for _, p := range []string{"MOVED ", "ASK ", "CLUSTERDOWN ", "READONLY "} {
-		if strings.HasPrefix(msg, p) {
-			return true
-		}
-	}
-	return false
 }

@@ -27,6 +27,8 @@ type benchOptions struct {
 	prefix    string
 	// cpuprofile names the file a CPU profile of the whole run goes to.
 	cpuprofile string
+	// waitReplicas is the drivers' WaitReplicas.
+	waitReplicas int
 }
 
 // defaultRedisURL is used when neither -redis nor REDIS_URL is set.
@@ -64,6 +66,7 @@ func parseBench(args []string, stderr io.Writer, getenv func(string) string) (*b
 	fs.IntVar(&o.cfg.Groups, "groups", 0, "FIFO groups of the e2e-groups workload (0: 1,000, or -n when smaller)")
 	fs.DurationVar(&o.cfg.Timeout, "timeout", 5*time.Minute, "longest wait for a workload's jobs to run")
 	fs.StringVar(&driver, "driver", "all", "list, stream or all")
+	fs.IntVar(&o.waitReplicas, "wait-replicas", 0, "the drivers' WaitReplicas: each enqueue waits until this many replicas have its jobs (needs a master with replicas)")
 	fs.StringVar(&workload, "workload", "all", "comma-separated workloads, or all: "+strings.Join(names, ", "))
 	fs.StringVar(&o.redisURL, "redis", defURL, "Redis URL (default from REDIS_URL)")
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON instead of a table")
@@ -177,7 +180,7 @@ func bench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) (err 
 				errs = append(errs, ctx.Err())
 				break
 			}
-			res, err := benchkit.Run(ctx, env, w, benchkit.Conveyor(d))
+			res, err := benchkit.Run(ctx, env, w, benchkit.ConveyorWaiting(d, o.waitReplicas))
 			if err != nil {
 				fmt.Fprintf(progress, "\r%v\n", err)
 				errs = append(errs, err)

@@ -48,7 +48,11 @@ var Drivers = []string{"list", "stream"}
 // Conveyor returns the factory of Conveyor on the named durable driver
 // ("list" or "stream"): a conveyor.Client and a worker.Pool on one queue,
 // with every key under the namespace as the driver's prefix.
-func Conveyor(driver string) Factory {
+func Conveyor(driver string) Factory { return ConveyorWaiting(driver, 0) }
+
+// ConveyorWaiting is Conveyor with the driver's WaitReplicas set to
+// replicas: each enqueue waits until that many replicas have its jobs.
+func ConveyorWaiting(driver string, replicas int) Factory {
 	return Factory{Name: driver, New: func(rdb redis.UniversalClient, ns string) (Target, error) {
 		var (
 			d   broker.Driver
@@ -56,9 +60,9 @@ func Conveyor(driver string) Factory {
 		)
 		switch driver {
 		case "list":
-			d, err = list.New(rdb, &list.Config{Prefix: ns})
+			d, err = list.New(rdb, &list.Config{Prefix: ns, WaitReplicas: replicas})
 		case "stream":
-			d, err = stream.New(rdb, &stream.Config{Prefix: ns})
+			d, err = stream.New(rdb, &stream.Config{Prefix: ns, WaitReplicas: replicas})
 		default:
 			return nil, fmt.Errorf("benchkit: unknown driver %q (want list or stream)", driver)
 		}

@@ -23,8 +23,8 @@ import (
 	"github.com/conveyorq/conveyor/internal/records"
 	"github.com/conveyorq/conveyor/internal/registry"
 	"github.com/conveyorq/conveyor/internal/replicas"
-	"github.com/conveyorq/conveyor/internal/topology"
 	"github.com/conveyorq/conveyor/internal/timers"
+	"github.com/conveyorq/conveyor/internal/topology"
 	"github.com/conveyorq/conveyor/internal/workers"
 )
 

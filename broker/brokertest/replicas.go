@@ -83,6 +83,25 @@ func RunReplicaWait(t *testing.T, open ReplicaFactory) {
 			t.Fatalf("fetched %q, want the job whose wait timed out", got.ID)
 		}
 	})
+	t.Run("CheckAsksForWait", func(t *testing.T) {
+		t.Parallel()
+		// The documented least-privilege user has no WAIT: Check of a
+		// driver that waits for replicas must name it.
+		_, user := redistest.ACLUser(t, redistest.LeastPrivilege("rwcheck")...)
+		for _, n := range []int{0, 1} {
+			d, err := open(t, user, "rwcheck", n, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = d.Check(Context(t, 10*time.Second))
+			if n == 0 && err != nil {
+				t.Fatalf("Check without WaitReplicas: %v", err)
+			}
+			if n == 1 && (err == nil || !strings.Contains(err.Error(), "WAIT")) {
+				t.Fatalf("Check with WaitReplicas for a user without WAIT: %v, want an error naming WAIT", err)
+			}
+		}
+	})
 	t.Run("Config", func(t *testing.T) {
 		t.Parallel()
 		rdb := Client(t)

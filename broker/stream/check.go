@@ -24,7 +24,7 @@ func (d *Driver) Check(ctx context.Context) error {
 	if err := redischeck.Check(ctx, d.rdb, d.cfg.Logger, "stream"); err != nil {
 		return err
 	}
-	return redischeck.Permissions(ctx, d.rdb, d.cfg.Logger, "stream", d.needs())
+	return redischeck.Permissions(ctx, d.rdb, d.cfg.Logger, "stream", d.wait.Needs(d.needs()))
 }
 
 // needs are the commands the stream driver sends (see

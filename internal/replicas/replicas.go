@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/redischeck"
 	"github.com/conveyorq/conveyor/internal/script"
 	"github.com/conveyorq/conveyor/internal/topology"
 )
@@ -68,8 +69,14 @@ func New(client redis.UniversalClient, n int, timeout time.Duration) (*Waiter, e
 	return &Waiter{client: client, n: n, timeout: timeout}, nil
 }
 
-// Replicas is how many replicas each write waits for.
-func (w *Waiter) Replicas() int { return w.n }
+// Needs adds WAIT to what a driver's Check asks the server to allow,
+// when w waits (a nil w adds nothing).
+func (w *Waiter) Needs(needs []redischeck.Need) []redischeck.Need {
+	if w == nil {
+		return needs
+	}
+	return append(needs, redischeck.Command("WAIT", "1", "0"))
+}
 
 // Do writes to the masters that hold keys, waiting for replicas on each:
 // keys[i] is a key of the i-th part of the write (all its keys share that

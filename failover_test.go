@@ -257,8 +257,8 @@ func runFailover(t *testing.T, driver string, rdb redis.UniversalClient, wait in
 	}
 	gap, gapAt := longest, gapEnd.Sub(killed)
 	mu.Unlock()
-	t.Logf("failover took %v; acknowledged %d jobs, lost %d, ran twice %d, stored but not acknowledged by a replica %d, enqueue errors %d; longest pause in processing %v (ending %v after the kill)",
-		promoted.Sub(killed).Round(time.Millisecond), nAcked.Load(), len(missing), dups, unreplied.Load(), enqErrs.Load(), gap.Round(time.Millisecond), gapAt.Round(time.Millisecond))
+	t.Logf("%s: failover took %v; acknowledged %d jobs, lost %d, ran twice %d, stored but not acknowledged by a replica %d, enqueue errors %d; longest pause in processing %v (ending %v after the kill)",
+		t.Name(), promoted.Sub(killed).Round(time.Millisecond), nAcked.Load(), len(missing), dups, unreplied.Load(), enqErrs.Load(), gap.Round(time.Millisecond), gapAt.Round(time.Millisecond))
 }
 
 func firstOf(s []string, n int) []string { return s[:min(n, len(s))] }

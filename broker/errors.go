@@ -127,11 +127,15 @@ var ErrNotReplicated = errors.New("conveyor: not acknowledged by enough replicas
 // undone: the jobs are queued and will run unless the master fails before
 // they reach a replica. Enqueueing them again would store them twice.
 type ReplicationError struct {
-	Acked  int // replicas that acknowledged the write in time
-	Wanted int // replicas the driver waits for
+	Acked  int   // replicas that acknowledged the write in time
+	Wanted int   // replicas the driver waits for
+	Err    error // the WAIT's own error, when it failed (Acked is then 0)
 }
 
 func (e *ReplicationError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("conveyor: stored, but the wait for %d replicas failed (%v): a failover now could lose it", e.Wanted, e.Err)
+	}
 	return fmt.Sprintf("conveyor: stored, but acknowledged by %d of %d replicas in time: a failover now could lose it", e.Acked, e.Wanted)
 }
 

@@ -39,11 +39,16 @@ func RunReplicaWait(t *testing.T, open ReplicaFactory) {
 		msgs := []*broker.Message{NewMessage("a", 1), NewMessage("a", 2), NewMessage("b", 1)}
 		delayed := NewMessage("a", 3)
 		delayed.RunAt = time.Now().Add(time.Hour)
-		for _, batch := range [][]*broker.Message{msgs[:1], msgs, {delayed}} {
+		again := NewMessage("a", 3) // the pending timer's ID: refused
+		again.RunAt = delayed.RunAt
+		for _, c := range []struct {
+			batch []*broker.Message
+			dup   bool
+		}{{msgs[:1], false}, {msgs, false}, {[]*broker.Message{delayed}, false}, {[]*broker.Message{again, NewMessage("a", 4)}, true}} {
 			before := lenOf(t, master)
 			stop := stopReplica(t, replica)
 			done := make(chan error, 1)
-			go func() { done <- d.Enqueue(Context(t, 30*time.Second), batch) }()
+			go func() { done <- d.Enqueue(Context(t, 30*time.Second), c.batch) }()
 			waitFor(t, "the master to store the batch", func() bool { return lenOf(t, master) > before })
 			select {
 			case err := <-done:
@@ -51,8 +56,13 @@ func RunReplicaWait(t *testing.T, open ReplicaFactory) {
 			default:
 			}
 			stop()
-			if err := <-done; err != nil {
-				t.Fatalf("Enqueue of %d messages: %v", len(batch), err)
+			err := <-done
+			var dup *broker.DuplicateError
+			switch {
+			case c.dup && (!errors.As(err, &dup) || errors.Is(err, broker.ErrNotReplicated)):
+				t.Fatalf("Enqueue of a refused duplicate and a new job: %v, want only the *broker.DuplicateError", err)
+			case !c.dup && err != nil:
+				t.Fatalf("Enqueue of %d messages: %v", len(c.batch), err)
 			}
 			if m, r := digest(t, master), digest(t, replica); m != r {
 				t.Fatalf("after Enqueue returned, the replica holds %s and the master %s", r, m)
@@ -73,9 +83,17 @@ func RunReplicaWait(t *testing.T, open ReplicaFactory) {
 		stop := stopReplica(t, replica)
 		err = d.Enqueue(Context(t, 30*time.Second), []*broker.Message{NewMessage("q", 1)})
 		stop()
-		var rerr *broker.ReplicationError
+		var (
+			rerr *broker.ReplicationError
+			qerr *broker.QueueError
+		)
 		if !errors.As(err, &rerr) || !errors.Is(err, broker.ErrNotReplicated) || rerr.Acked != 0 || rerr.Wanted != 1 {
 			t.Fatalf("Enqueue with its replica stopped: %v, want a *broker.ReplicationError of 0 of 1 replicas", err)
+		}
+		// It names the queue, so that a Client sharing the round trip
+		// among calls gives it to the calls of that queue only.
+		if !errors.As(err, &qerr) || qerr.Queue != "q" {
+			t.Fatalf("Enqueue with its replica stopped: %v, want it in a *broker.QueueError naming queue q", err)
 		}
 		// The job was stored all the same, and runs.
 		c := Open(t, d, "q", nil)

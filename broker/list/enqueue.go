@@ -11,6 +11,7 @@ import (
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/codec"
 	"github.com/conveyorq/conveyor/internal/registry"
+	"github.com/conveyorq/conveyor/internal/replicas"
 	"github.com/conveyorq/conveyor/internal/script"
 	"github.com/conveyorq/conveyor/internal/timers"
 	"github.com/conveyorq/conveyor/internal/wake"
@@ -76,17 +77,19 @@ func (d *Driver) enqueue(ctx context.Context, c script.Client, msgs []*broker.Me
 // another master).
 func (d *Driver) enqueueWaited(ctx context.Context, msgs []*broker.Message, now time.Time) error {
 	batches := broker.GroupByQueue(msgs)
-	keys := make([]string, len(batches))
+	parts := make([]replicas.Part, len(batches))
 	for i, b := range batches {
 		d.reg.Ensure(ctx, d.client, b[0].Queue)
-		keys[i] = d.keys(b[0].Queue).ready
+		parts[i] = replicas.Part{Queue: b[0].Queue, Key: d.keys(b[0].Queue).ready}
 	}
-	return d.wait.Do(ctx, keys, func(c script.Client, parts []int) error {
+	return d.wait.Do(ctx, parts, func(c script.Client, held []int) error {
 		var part []*broker.Message
-		for _, i := range parts {
+		for _, i := range held {
 			part = append(part, batches[i]...)
 		}
-		return d.enqueue(ctx, c, part, len(parts) == 1, now, false)
+		// One queue of several goes the batch way, so that its errors
+		// name it (*broker.QueueError) as the other queues' do.
+		return d.enqueue(ctx, c, part, len(batches) == 1, now, false)
 	})
 }
 

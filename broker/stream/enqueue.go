@@ -14,6 +14,7 @@ import (
 	"github.com/conveyorq/conveyor/internal/groups"
 	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/internal/registry"
+	"github.com/conveyorq/conveyor/internal/replicas"
 	"github.com/conveyorq/conveyor/internal/script"
 	"github.com/conveyorq/conveyor/internal/timers"
 	"github.com/conveyorq/conveyor/internal/wake"
@@ -100,17 +101,19 @@ func (d *Driver) enqueue(ctx context.Context, c script.Client, msgs []*broker.Me
 // another master).
 func (d *Driver) enqueueWaited(ctx context.Context, msgs []*broker.Message) error {
 	batches := broker.GroupByQueue(msgs)
-	ks := make([]string, len(batches))
+	parts := make([]replicas.Part, len(batches))
 	for i, b := range batches {
 		d.reg.Ensure(ctx, d.rdb, b[0].Queue)
-		ks[i] = keys.Queue(d.cfg.Prefix, b[0].Queue).Part("stream")
+		parts[i] = replicas.Part{Queue: b[0].Queue, Key: keys.Queue(d.cfg.Prefix, b[0].Queue).Part("stream")}
 	}
-	return d.wait.Do(ctx, ks, func(c script.Client, parts []int) error {
+	return d.wait.Do(ctx, parts, func(c script.Client, held []int) error {
 		var part []*broker.Message
-		for _, i := range parts {
+		for _, i := range held {
 			part = append(part, batches[i]...)
 		}
-		return d.enqueue(ctx, c, part, len(parts) == 1, false)
+		// One queue of several goes the batch way, so that its errors
+		// name it (*broker.QueueError) as the other queues' do.
+		return d.enqueue(ctx, c, part, len(batches) == 1, false)
 	})
 }
 

@@ -15,7 +15,10 @@ package replicas
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"time"
 
 	"github.com/hashicorp/go-multierror"
@@ -78,36 +81,59 @@ func (w *Waiter) Needs(needs []redischeck.Need) []redischeck.Need {
 	return append(needs, redischeck.Command("WAIT", "1", "0"))
 }
 
-// Do writes to the masters that hold keys, waiting for replicas on each:
-// keys[i] is a key of the i-th part of the write (all its keys share that
-// key's hash slot), and write is called once per master, on one connection
-// of it, with the indexes of the parts that master holds (every part on a
-// single Redis). Each call is followed by WAIT on its connection. Do
-// returns the writes' errors, joined with a *broker.ReplicationError for
-// each master fewer replicas than asked for acknowledged in time. The wait
-// runs after a failed write too, since a write that failed in part (a
-// duplicate refused among stored jobs) stored the rest; it is skipped when
-// the connection broke.
-func (w *Waiter) Do(ctx context.Context, keys []string, write func(c script.Client, parts []int) error) error {
+// Part is one queue's share of a write: Key is one of its keys (all the
+// keys the write touches for it share Key's hash slot).
+type Part struct {
+	Queue string
+	Key   string
+}
+
+// Do writes to the masters that hold parts, waiting for replicas on each:
+// write is called once per master, on one connection of it, with the
+// indexes of the parts that master holds (every part, on a single Redis),
+// and is followed by WAIT on that connection. Masters are written and
+// waited for one after another, so a wait can take WaitTimeout per master.
+// Do returns the writes' errors, and for each part of a master that fewer
+// replicas than asked for acknowledged in time (or whose WAIT failed) a
+// *broker.QueueError naming the part's queue and wrapping a
+// *broker.ReplicationError. The wait runs after a write that failed too,
+// since a write refused in part (a duplicate among stored jobs) stored the
+// rest; only a connection that broke is not waited on.
+//
+// A write goes to the master the client's slot map names and is not
+// redirected: during a slot migration, a write to a moving slot fails with
+// the node's MOVED or ASK reply (nothing stored), and the map is reloaded
+// for the next call.
+func (w *Waiter) Do(ctx context.Context, parts []Part, write func(c script.Client, parts []int) error) error {
 	var (
 		order []*redis.Client
-		parts = map[*redis.Client][]int{}
+		held  = map[*redis.Client][]int{}
 		errs  *multierror.Error
+		lost  error // the slot map could not be read: said once
 	)
-	for i, k := range keys {
-		node, err := w.master(ctx, k)
+	for i, p := range parts {
+		node, err := w.master(ctx, p.Key)
 		if err != nil {
-			errs = multierror.Append(errs, err)
+			if lost == nil {
+				lost = err
+				errs = multierror.Append(errs, err)
+			}
 			continue
 		}
-		if _, ok := parts[node]; !ok {
+		if _, ok := held[node]; !ok {
 			order = append(order, node)
 		}
-		parts[node] = append(parts[node], i)
+		held[node] = append(held[node], i)
 	}
 	for _, node := range order {
-		if err := w.one(ctx, node, parts[node], write); err != nil {
-			errs = multierror.Append(errs, err)
+		werr, rerr := w.one(ctx, node, held[node], write)
+		if werr != nil {
+			errs = multierror.Append(errs, werr)
+		}
+		if rerr != nil {
+			for _, i := range held[node] {
+				errs = multierror.Append(errs, &broker.QueueError{Queue: parts[i].Queue, Err: rerr})
+			}
 		}
 	}
 	if errs != nil && len(errs.Errors) == 1 {
@@ -116,41 +142,46 @@ func (w *Waiter) Do(ctx context.Context, keys []string, write func(c script.Clie
 	return errs.ErrorOrNil()
 }
 
-// one runs write and WAIT on one connection of node.
-func (w *Waiter) one(ctx context.Context, node *redis.Client, parts []int, write func(c script.Client, parts []int) error) error {
+// one runs write and WAIT on one connection of node, and returns the
+// write's error and the wait's (a *broker.ReplicationError).
+func (w *Waiter) one(ctx context.Context, node *redis.Client, parts []int, write func(c script.Client, parts []int) error) (werr, rerr error) {
 	conn := node.Conn()
 	defer conn.Close()
-	werr := write(conn, parts)
-	if werr != nil && script.Unsure(werr) {
-		// The connection broke or timed out: WAIT on it would only fail
-		// too, and a Cluster client must learn the new layout.
-		w.stale(ctx)
-		return werr
-	}
-	if err := w.wait(ctx, conn); err != nil {
-		if werr == nil {
-			return err
-		}
-		return multierror.Append(werr, err)
-	}
+	werr = write(conn, parts)
 	if werr != nil && topology.Stale(werr) {
 		w.stale(ctx)
 	}
-	return werr
+	if werr != nil && broken(werr) {
+		// WAIT on a broken connection would only fail too.
+		return werr, nil
+	}
+	return werr, w.wait(ctx, conn)
 }
 
-// wait sends WAIT on conn and maps a short count to a
-// *broker.ReplicationError.
+// wait sends WAIT on conn and maps a short count, or a WAIT that failed
+// after the write, to a *broker.ReplicationError.
 func (w *Waiter) wait(ctx context.Context, conn *redis.Conn) error {
 	got, err := conn.Wait(ctx, w.n, w.timeout).Result()
 	if err != nil {
-		w.stale(ctx)
-		return fmt.Errorf("conveyor: wait for %d replicas: %w", w.n, err)
+		if topology.Stale(err) {
+			w.stale(ctx)
+		}
+		return &broker.ReplicationError{Wanted: w.n, Err: err}
 	}
 	if int(got) < w.n {
 		return &broker.ReplicationError{Acked: int(got), Wanted: w.n}
 	}
 	return nil
+}
+
+// broken reports whether err says the connection itself failed (it could
+// not be made, broke, or timed out) rather than that Redis answered:
+// a refused duplicate or a full queue leaves the connection usable.
+func broken(err error) bool {
+	var nerr net.Error
+	return errors.As(err, &nerr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // master returns the client of the master holding key.
@@ -172,6 +203,9 @@ func (w *Waiter) master(ctx context.Context, key string) (*redis.Client, error) 
 // straight to a node does not teach the client that the node failed or
 // lost its slots, as the client's own calls would.
 func (w *Waiter) stale(ctx context.Context) {
+	if ctx.Err() != nil {
+		return // the caller's deadline, not the node's failure
+	}
 	if c, ok := w.client.(*redis.ClusterClient); ok {
 		c.ReloadState(ctx)
 	}

@@ -17,8 +17,11 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"strings"
+	"sync"
 	"syscall"
+	"weak"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -29,10 +32,21 @@ import (
 // type switch per call and nothing more until a call fails. Several
 // drivers on one client each add one; the reloads they ask for coalesce.
 func Watch(client redis.UniversalClient) {
-	if cc, ok := client.(*redis.ClusterClient); ok {
-		cc.AddHook(hook{cc})
+	cc, ok := client.(*redis.ClusterClient)
+	if !ok {
+		return
 	}
+	key := weak.Make(cc)
+	if _, loaded := watched.LoadOrStore(key, struct{}{}); loaded {
+		return
+	}
+	runtime.AddCleanup(cc, func(k weak.Pointer[redis.ClusterClient]) { watched.Delete(k) }, key)
+	cc.AddHook(hook{cc})
 }
+
+// watched holds the clients Watch added its hook to, weakly, so that
+// drivers built again and again on one client add one hook in all.
+var watched sync.Map // weak.Pointer[redis.ClusterClient] -> struct{}
 
 type hook struct{ cc *redis.ClusterClient }
 
@@ -41,7 +55,7 @@ func (h hook) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		if err != nil && Stale(err) {
+		if err != nil && ctx.Err() == nil && Stale(err) {
 			h.cc.ReloadState(ctx)
 		}
 		return err
@@ -51,7 +65,10 @@ func (h hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
-		stale := err != nil && Stale(err)
+		if err == nil || ctx.Err() != nil {
+			return err // a caller's deadline says nothing of the node
+		}
+		stale := Stale(err)
 		for _, c := range cmds {
 			if stale {
 				break
@@ -66,12 +83,18 @@ func (h hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessP
 }
 
 // Stale reports whether err says the node a command went to may no longer
-// serve its slot: the node could not be reached or its connection broke,
-// or it answered MOVED, ASK, CLUSTERDOWN, TRYAGAIN, READONLY or LOADING.
-// A context that ended is the caller's doing and says nothing.
+// serve its slot: the node could not be reached (refused, or a dial that
+// timed out: a host gone silent) or its connection broke or timed out, or
+// it answered MOVED, ASK, CLUSTERDOWN, TRYAGAIN, READONLY or LOADING. The
+// caller tells its own context's end apart (ctx.Err()): a deadline that
+// cut a read short looks like a timeout here.
 func Stale(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.Canceled) {
 		return false
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
 	}
 	var rerr redis.Error
 	if errors.As(err, &rerr) {

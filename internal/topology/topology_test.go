@@ -8,6 +8,7 @@ import (
 	"net"
 	"syscall"
 	"testing"
+	"weak"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -19,6 +20,33 @@ func (e replyErr) Error() string { return string(e) }
 func (replyErr) RedisError()     {}
 
 var _ redis.Error = replyErr("")
+
+// timeoutErr is a dial's timeout as net returns it: it is also
+// context.DeadlineExceeded.
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string        { return "i/o timeout" }
+func (timeoutErr) Timeout() bool        { return true }
+func (timeoutErr) Temporary() bool      { return true }
+func (timeoutErr) Is(target error) bool { return target == context.DeadlineExceeded }
+
+// TestWatchOnce: drivers built again and again on one client add one hook.
+func TestWatchOnce(t *testing.T) {
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
+	defer cc.Close()
+	Watch(cc)
+	Watch(cc)
+	n := 0
+	watched.Range(func(k, _ any) bool {
+		if k.(weak.Pointer[redis.ClusterClient]).Value() == cc {
+			n++
+		}
+		return true
+	})
+	if n != 1 {
+		t.Fatalf("client watched %d times, want 1", n)
+	}
+}
 
 func TestStale(t *testing.T) {
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
@@ -36,8 +64,8 @@ func TestStale(t *testing.T) {
 		{replyErr("LOADING Redis is loading the dataset in memory"), true},
 		{replyErr("CONVEYOR LEASE_LOST"), false},
 		{replyErr("OOM command not allowed"), false},
+		{&net.OpError{Op: "dial", Net: "tcp", Err: timeoutErr{}}, true}, // a host gone silent
 		{context.Canceled, false},
-		{fmt.Errorf("fetch: %w", context.DeadlineExceeded), false},
 		{errors.New("conveyor: invalid message"), false},
 	} {
 		if got := Stale(c.err); got != c.want {

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +21,7 @@ import (
 	"github.com/conveyorq/conveyor/broker/stream"
 	"github.com/conveyorq/conveyor/internal/drivertest"
 	"github.com/conveyorq/conveyor/internal/redisha"
+	"github.com/conveyorq/conveyor/internal/redistest"
 	"github.com/conveyorq/conveyor/worker"
 )
 
@@ -279,4 +283,120 @@ func waitUntil(t *testing.T, ctx context.Context, what string, cond func() bool,
 		case <-tick.C:
 		}
 	}
+}
+
+// TestFailoverLagLosesOnlyUnwaited: the replica falls behind (a proxy
+// between it and its master holds the replication stream), jobs are
+// enqueued, the master is SIGKILLed and the replica promoted. Without
+// WaitReplicas every job acknowledged while the replica lagged is lost,
+// and only those: the loss is the replication lag's window, counted here.
+// With it, those enqueues return a ReplicationError instead of nil, and no
+// acknowledged job is lost.
+func TestFailoverLagLosesOnlyUnwaited(t *testing.T) {
+	t.Parallel()
+	for _, drv := range drivertest.Durable {
+		for _, wait := range []int{0, 1} {
+			t.Run(fmt.Sprintf("%s/wait=%d", drv.Name, wait), func(t *testing.T) {
+				t.Parallel()
+				ctx := context.Background()
+				master := redistest.StartServer(t, "--repl-diskless-sync-delay", "0")
+				px := redistest.StartProxy(t, master.Addr)
+				host, port, _ := strings.Cut(px.Addr, ":")
+				replica := redistest.StartServer(t, "--replicaof", host, port, "--repl-diskless-sync-delay", "0")
+				mc, rc := master.Client(t), replica.Client(t)
+				redistest.Eventually(t, "the replica to sync", func() bool {
+					info, err := rc.Info(ctx, "replication").Result()
+					return err == nil && strings.Contains(info, "master_link_status:up")
+				})
+				open := func(rdb redis.UniversalClient) *conveyor.Client {
+					var d broker.Driver
+					var err error
+					if drv.Name == "list" {
+						d, err = list.New(rdb, &list.Config{Prefix: "lag", WaitReplicas: wait, WaitTimeout: 200 * time.Millisecond})
+					} else {
+						d, err = stream.New(rdb, &stream.Config{Prefix: "lag", WaitReplicas: wait, WaitTimeout: 200 * time.Millisecond})
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					c, err := conveyor.NewClient(d, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return c
+				}
+				c := open(mc)
+				acked := map[string]bool{}
+				enqueue := func(id string) error {
+					_, err := c.Enqueue(ctx, "k", nil, &conveyor.EnqueueOptions{ID: id})
+					if err == nil {
+						acked[id] = true
+					}
+					return err
+				}
+				for i := range 20 {
+					if err := enqueue(fmt.Sprintf("before-%02d", i)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				redistest.Eventually(t, "the replica to hold the first 20 jobs", func() bool {
+					n, err := drv.ReadyLen(ctx, rc, "lag", "default")
+					return err == nil && n == 20
+				})
+				px.Pause() // the replica lags from here on
+				refused := 0
+				for i := range 10 {
+					err := enqueue(fmt.Sprintf("lagged-%02d", i))
+					switch {
+					case wait == 0 && err != nil:
+						t.Fatalf("Enqueue while the replica lags, without WaitReplicas: %v", err)
+					case wait == 1 && !errors.Is(err, broker.ErrNotReplicated):
+						t.Fatalf("Enqueue while the replica lags, with WaitReplicas: %v, want a ReplicationError", err)
+					case err != nil:
+						refused++
+					}
+				}
+				killByPID(t, mc)
+				px.Resume()
+				if err := rc.ReplicaOf(ctx, "no", "one").Err(); err != nil {
+					t.Fatal(err)
+				}
+				// What the promoted replica holds.
+				n, err := drv.ReadyLen(ctx, rc, "lag", "default")
+				if err != nil {
+					t.Fatal(err)
+				}
+				lost := len(acked) - int(n)
+				t.Logf("acknowledged %d, on the promoted replica %d, lost %d; %d enqueues while it lagged returned a ReplicationError", len(acked), n, lost, refused)
+				want := 10 // every job acknowledged while the replica lagged
+				if wait == 1 {
+					want = 0
+				}
+				if lost != want {
+					t.Fatalf("lost %d acknowledged jobs in the failover, want %d", lost, want)
+				}
+			})
+		}
+	}
+}
+
+// killByPID SIGKILLs the server c talks to, a server this test started
+// (its PID from INFO), and waits until it no longer answers.
+func killByPID(t *testing.T, c *redis.Client) {
+	t.Helper()
+	info, err := c.Info(context.Background(), "server").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(info, "process_id:")
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]))
+	if err != nil {
+		t.Fatalf("process_id: %v", err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	redistest.Eventually(t, "the killed master to stop answering", func() bool {
+		return c.Ping(context.Background()).Err() != nil
+	})
 }

@@ -308,13 +308,17 @@ func TestFailoverLagLosesOnlyUnwaited(t *testing.T) {
 					info, err := rc.Info(ctx, "replication").Result()
 					return err == nil && strings.Contains(info, "master_link_status:up")
 				})
-				open := func(rdb redis.UniversalClient) *conveyor.Client {
+				redistest.Eventually(t, "the master to see its replica online", func() bool {
+					info, err := mc.Info(ctx, "replication").Result()
+					return err == nil && strings.Contains(info, "state=online")
+				})
+				open := func(rdb redis.UniversalClient, timeout time.Duration) *conveyor.Client {
 					var d broker.Driver
 					var err error
 					if drv.Name == "list" {
-						d, err = list.New(rdb, &list.Config{Prefix: "lag", WaitReplicas: wait, WaitTimeout: 200 * time.Millisecond})
+						d, err = list.New(rdb, &list.Config{Prefix: "lag", WaitReplicas: wait, WaitTimeout: timeout})
 					} else {
-						d, err = stream.New(rdb, &stream.Config{Prefix: "lag", WaitReplicas: wait, WaitTimeout: 200 * time.Millisecond})
+						d, err = stream.New(rdb, &stream.Config{Prefix: "lag", WaitReplicas: wait, WaitTimeout: timeout})
 					}
 					if err != nil {
 						t.Fatal(err)
@@ -325,8 +329,11 @@ func TestFailoverLagLosesOnlyUnwaited(t *testing.T) {
 					}
 					return c
 				}
-				c := open(mc)
+				// A long wait while the replica keeps up (a loaded machine
+				// can take a while to answer), a short one once it lags.
+				patient, lagging := open(mc, 10*time.Second), open(mc, 200*time.Millisecond)
 				acked := map[string]bool{}
+				c := patient
 				enqueue := func(id string) error {
 					_, err := c.Enqueue(ctx, "k", nil, &conveyor.EnqueueOptions{ID: id})
 					if err == nil {
@@ -344,6 +351,7 @@ func TestFailoverLagLosesOnlyUnwaited(t *testing.T) {
 					return err == nil && n == 20
 				})
 				px.Pause() // the replica lags from here on
+				c = lagging
 				refused := 0
 				for i := range 10 {
 					err := enqueue(fmt.Sprintf("lagged-%02d", i))
@@ -357,6 +365,10 @@ func TestFailoverLagLosesOnlyUnwaited(t *testing.T) {
 					}
 				}
 				killByPID(t, mc)
+				// The replication stream the proxy held dies with the
+				// master: the connection is cut before anything held is let
+				// through.
+				px.Cut()
 				px.Resume()
 				if err := rc.ReplicaOf(ctx, "no", "one").Err(); err != nil {
 					t.Fatal(err)

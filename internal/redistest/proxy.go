@@ -44,3 +44,7 @@ func (p *Proxy) Pause() { p.p.Pause() }
 
 // Resume lets held bytes through.
 func (p *Proxy) Resume() { p.p.Resume() }
+
+// Cut closes every connection through the proxy, both ends; bytes a Pause
+// held for them are thrown away.
+func (p *Proxy) Cut() { p.p.Cut() }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -93,30 +92,38 @@ func TestFailoverCluster(t *testing.T) {
 
 const failoverQueue = "orders"
 
+// waitingClient builds the named durable driver on rdb with its
+// WaitReplicas and WaitTimeout set, and a client of it whose default queue
+// is failoverQueue.
+func waitingClient(t *testing.T, driver string, rdb redis.UniversalClient, prefix string, wait int, timeout time.Duration, log *slog.Logger) (broker.Driver, *conveyor.Client) {
+	t.Helper()
+	var (
+		d   broker.Driver
+		err error
+	)
+	if driver == "list" {
+		d, err = list.New(rdb, &list.Config{Prefix: prefix, WaitReplicas: wait, WaitTimeout: timeout, Logger: log})
+	} else {
+		d, err = stream.New(rdb, &stream.Config{Prefix: prefix, WaitReplicas: wait, WaitTimeout: timeout, Logger: log})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := conveyor.NewClient(d, &conveyor.ClientConfig{DefaultQueue: failoverQueue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, c
+}
+
 // runFailover runs producers and a pool on rdb, kills the master with kill
 // once jobs flow, and checks that producing and processing carry on, and
 // that with wait (WaitReplicas) every acknowledged job ran.
 func runFailover(t *testing.T, driver string, rdb redis.UniversalClient, wait int, kill func(ctx context.Context) (time.Time, error)) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var (
-		d   broker.Driver
-		err error
-	)
 	quiet := slog.New(slog.DiscardHandler)
-	switch driver {
-	case "list":
-		d, err = list.New(rdb, &list.Config{Prefix: "fo", WaitReplicas: wait, WaitTimeout: 2 * time.Second, Logger: quiet})
-	default:
-		d, err = stream.New(rdb, &stream.Config{Prefix: "fo", WaitReplicas: wait, WaitTimeout: 2 * time.Second, Logger: quiet})
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := conveyor.NewClient(d, &conveyor.ClientConfig{DefaultQueue: failoverQueue})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, client := waitingClient(t, driver, rdb, "fo", wait, 2*time.Second, quiet)
 
 	var (
 		mu        sync.Mutex
@@ -313,20 +320,7 @@ func TestFailoverLagLosesOnlyUnwaited(t *testing.T) {
 					return err == nil && strings.Contains(info, "state=online")
 				})
 				open := func(rdb redis.UniversalClient, timeout time.Duration) *conveyor.Client {
-					var d broker.Driver
-					var err error
-					if drv.Name == "list" {
-						d, err = list.New(rdb, &list.Config{Prefix: "lag", WaitReplicas: wait, WaitTimeout: timeout})
-					} else {
-						d, err = stream.New(rdb, &stream.Config{Prefix: "lag", WaitReplicas: wait, WaitTimeout: timeout})
-					}
-					if err != nil {
-						t.Fatal(err)
-					}
-					c, err := conveyor.NewClient(d, nil)
-					if err != nil {
-						t.Fatal(err)
-					}
+					_, c := waitingClient(t, drv.Name, rdb, "lag", wait, timeout, nil)
 					return c
 				}
 				// A long wait while the replica keeps up (a loaded machine
@@ -347,7 +341,7 @@ func TestFailoverLagLosesOnlyUnwaited(t *testing.T) {
 					}
 				}
 				redistest.Eventually(t, "the replica to hold the first 20 jobs", func() bool {
-					n, err := drv.ReadyLen(ctx, rc, "lag", "default")
+					n, err := drv.ReadyLen(ctx, rc, "lag", failoverQueue)
 					return err == nil && n == 20
 				})
 				px.Pause() // the replica lags from here on
@@ -374,7 +368,7 @@ func TestFailoverLagLosesOnlyUnwaited(t *testing.T) {
 					t.Fatal(err)
 				}
 				// What the promoted replica holds.
-				n, err := drv.ReadyLen(ctx, rc, "lag", "default")
+				n, err := drv.ReadyLen(ctx, rc, "lag", failoverQueue)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -392,20 +386,11 @@ func TestFailoverLagLosesOnlyUnwaited(t *testing.T) {
 	}
 }
 
-// killByPID SIGKILLs the server c talks to, a server this test started
-// (its PID from INFO), and waits until it no longer answers.
+// killByPID SIGKILLs the server c talks to, a server this test started,
+// and waits until it no longer answers.
 func killByPID(t *testing.T, c *redis.Client) {
 	t.Helper()
-	info, err := c.Info(context.Background(), "server").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, _ := strings.Cut(info, "process_id:")
-	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]))
-	if err != nil {
-		t.Fatalf("process_id: %v", err)
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(redistest.PID(t, c), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	redistest.Eventually(t, "the killed master to stop answering", func() bool {

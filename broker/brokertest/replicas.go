@@ -49,7 +49,7 @@ func RunReplicaWait(t *testing.T, open ReplicaFactory) {
 			stop := stopReplica(t, replica)
 			done := make(chan error, 1)
 			go func() { done <- d.Enqueue(Context(t, 30*time.Second), c.batch) }()
-			waitFor(t, "the master to store the batch", func() bool { return lenOf(t, master) > before })
+			redistest.Eventually(t, "the master to store the batch", func() bool { return lenOf(t, master) > before })
 			select {
 			case err := <-done:
 				t.Fatalf("Enqueue returned (%v) while its replica was stopped: it did not wait for it", err)
@@ -147,34 +147,26 @@ func RunReplicaWait(t *testing.T, open ReplicaFactory) {
 // replica is in sync.
 func startReplicated(t *testing.T) (master, replica *redis.Client) {
 	t.Helper()
-	m := redistest.StartServer(t)
+	m := redistest.StartServer(t, "--repl-diskless-sync-delay", "0")
 	port := m.Addr[strings.LastIndexByte(m.Addr, ':')+1:]
 	r := redistest.StartServer(t, "--replicaof", "127.0.0.1", port)
 	master, replica = m.Client(t), r.Client(t)
-	waitFor(t, "the replica to sync", func() bool {
+	redistest.Eventually(t, "the replica to sync", func() bool {
 		info, err := replica.Info(context.Background(), "replication").Result()
 		return err == nil && strings.Contains(info, "master_link_status:up")
 	})
-	waitFor(t, "the master to see its replica", func() bool {
+	redistest.Eventually(t, "the master to see its replica", func() bool {
 		info, err := master.Info(context.Background(), "replication").Result()
 		return err == nil && strings.Contains(info, "connected_slaves:1")
 	})
 	return master, replica
 }
 
-// stopReplica SIGSTOPs the replica's process (its PID from INFO: a server
-// this test started) and returns the SIGCONT, also run when t ends.
+// stopReplica SIGSTOPs the replica's process (a server this test
+// started) and returns the SIGCONT, also run when t ends.
 func stopReplica(t *testing.T, replica *redis.Client) (resume func()) {
 	t.Helper()
-	info, err := replica.Info(Context(t, 5*time.Second), "server").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, _ := strings.Cut(info, "process_id:")
-	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]))
-	if err != nil {
-		t.Fatalf("replica's process_id: %v", err)
-	}
+	pid := redistest.PID(t, replica)
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -244,19 +236,4 @@ func digest(t *testing.T, c *redis.Client) string {
 		b.WriteString(k.key + " " + k.typ + " " + strconv.FormatInt(k.n, 10) + "; ")
 	}
 	return b.String()
-}
-
-// waitFor polls cond every 10 ms for 10 s, failing t with what it waited
-// for: replication and server state have no event to wait on.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 10s for %s", what)
-		}
-		<-tick.C
-	}
 }

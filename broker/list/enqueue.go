@@ -11,7 +11,6 @@ import (
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/codec"
 	"github.com/conveyorq/conveyor/internal/registry"
-	"github.com/conveyorq/conveyor/internal/replicas"
 	"github.com/conveyorq/conveyor/internal/script"
 	"github.com/conveyorq/conveyor/internal/timers"
 	"github.com/conveyorq/conveyor/internal/wake"
@@ -41,7 +40,11 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 	}
 	now := time.Now()
 	if d.wait != nil {
-		return d.enqueueWaited(ctx, msgs, now)
+		// On one connection per master, followed by WAIT.
+		key := func(q string) string { return d.keys(q).ready }
+		return d.wait.Enqueue(ctx, msgs, d.reg, key, func(c script.Client, part []*broker.Message, single bool) error {
+			return d.enqueue(ctx, c, part, single, now, false)
+		})
 	}
 	return d.enqueue(ctx, d.client, msgs, single, now, true)
 }
@@ -69,28 +72,6 @@ func (d *Driver) enqueue(ctx context.Context, c script.Client, msgs []*broker.Me
 		return fmt.Errorf("list: enqueue %q: %w", msgs[0].Queue, err)
 	}
 	return timers.Duplicates(msgs, v).ErrorOrNil()
-}
-
-// enqueueWaited stores msgs, validated, and waits for Config.WaitReplicas
-// replicas to have them: on one connection per master, each queue's
-// registry entry added first, apart (the registry's key may live on
-// another master).
-func (d *Driver) enqueueWaited(ctx context.Context, msgs []*broker.Message, now time.Time) error {
-	batches := broker.GroupByQueue(msgs)
-	parts := make([]replicas.Part, len(batches))
-	for i, b := range batches {
-		d.reg.Ensure(ctx, d.client, b[0].Queue)
-		parts[i] = replicas.Part{Queue: b[0].Queue, Key: d.keys(b[0].Queue).ready}
-	}
-	return d.wait.Do(ctx, parts, func(c script.Client, held []int) error {
-		var part []*broker.Message
-		for _, i := range held {
-			part = append(part, batches[i]...)
-		}
-		// One queue of several goes the batch way, so that its errors
-		// name it (*broker.QueueError) as the other queues' do.
-		return d.enqueue(ctx, c, part, len(batches) == 1, now, false)
-	})
 }
 
 // push LPUSHes msgs, all of one queue, and sets the queue's wake signal,

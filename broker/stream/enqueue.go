@@ -14,7 +14,6 @@ import (
 	"github.com/conveyorq/conveyor/internal/groups"
 	"github.com/conveyorq/conveyor/internal/keys"
 	"github.com/conveyorq/conveyor/internal/registry"
-	"github.com/conveyorq/conveyor/internal/replicas"
 	"github.com/conveyorq/conveyor/internal/script"
 	"github.com/conveyorq/conveyor/internal/timers"
 	"github.com/conveyorq/conveyor/internal/wake"
@@ -43,7 +42,11 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 		return fmt.Errorf("stream: enqueue: %w", err)
 	}
 	if d.wait != nil {
-		return d.enqueueWaited(ctx, msgs)
+		// On one connection per master, followed by WAIT.
+		key := func(q string) string { return keys.Queue(d.cfg.Prefix, q).Part("stream") }
+		return d.wait.Enqueue(ctx, msgs, d.reg, key, func(c script.Client, part []*broker.Message, single bool) error {
+			return d.enqueue(ctx, c, part, single, false)
+		})
 	}
 	return d.enqueue(ctx, d.rdb, msgs, single, true)
 }
@@ -93,28 +96,6 @@ func (d *Driver) enqueue(ctx context.Context, c script.Client, msgs []*broker.Me
 		return fmt.Errorf("stream: enqueue: %w", err)
 	}
 	return timers.Duplicates(msgs, v).ErrorOrNil()
-}
-
-// enqueueWaited stores msgs, validated, and waits for Config.WaitReplicas
-// replicas to have them: on one connection per master, each queue's
-// registry entry added first, apart (the registry's key may live on
-// another master).
-func (d *Driver) enqueueWaited(ctx context.Context, msgs []*broker.Message) error {
-	batches := broker.GroupByQueue(msgs)
-	parts := make([]replicas.Part, len(batches))
-	for i, b := range batches {
-		d.reg.Ensure(ctx, d.rdb, b[0].Queue)
-		parts[i] = replicas.Part{Queue: b[0].Queue, Key: keys.Queue(d.cfg.Prefix, b[0].Queue).Part("stream")}
-	}
-	return d.wait.Do(ctx, parts, func(c script.Client, held []int) error {
-		var part []*broker.Message
-		for _, i := range held {
-			part = append(part, batches[i]...)
-		}
-		// One queue of several goes the batch way, so that its errors
-		// name it (*broker.QueueError) as the other queues' do.
-		return d.enqueue(ctx, c, part, len(batches) == 1, false)
-	})
 }
 
 // enqueueMany runs one enqueue.lua call per queue, all in one round trip.

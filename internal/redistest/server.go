@@ -1,10 +1,13 @@
 package redistest
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -112,4 +115,25 @@ func (s *Server) Client(t testing.TB) *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: s.Addr})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// PID returns the process ID of the server c talks to (INFO's process_id),
+// for a test to signal a server it started itself.
+func PID(t testing.TB, c *redis.Client) int {
+	t.Helper()
+	info, err := c.Info(context.Background(), "server").Result()
+	if err != nil {
+		t.Fatalf("INFO server: %v", err)
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			pid, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("process_id %q: %v", v, err)
+			}
+			return pid
+		}
+	}
+	t.Fatal("INFO server has no process_id")
+	return 0
 }

@@ -17,8 +17,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"time"
 
 	"github.com/hashicorp/go-multierror"
@@ -26,6 +24,7 @@ import (
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/redischeck"
+	"github.com/conveyorq/conveyor/internal/registry"
 	"github.com/conveyorq/conveyor/internal/script"
 	"github.com/conveyorq/conveyor/internal/topology"
 )
@@ -142,6 +141,29 @@ func (w *Waiter) Do(ctx context.Context, parts []Part, write func(c script.Clien
 	return errs.ErrorOrNil()
 }
 
+// Enqueue stores msgs (validated; one queue or several) and waits for
+// replicas to have them: each queue joins reg apart first (the registry's
+// key may live on another master), then write stores the messages of each
+// master's queues on one connection of it (single: the call is for one
+// queue, not one of several, so that each queue's refusal of a batch still
+// names it) and Do waits. key returns a key of a queue, for its slot.
+func (w *Waiter) Enqueue(ctx context.Context, msgs []*broker.Message, reg *registry.Registry, key func(queue string) string,
+	write func(c script.Client, msgs []*broker.Message, single bool) error) error {
+	batches := broker.GroupByQueue(msgs)
+	parts := make([]Part, len(batches))
+	for i, b := range batches {
+		reg.Ensure(ctx, w.client, b[0].Queue)
+		parts[i] = Part{Queue: b[0].Queue, Key: key(b[0].Queue)}
+	}
+	return w.Do(ctx, parts, func(c script.Client, held []int) error {
+		var part []*broker.Message
+		for _, i := range held {
+			part = append(part, batches[i]...)
+		}
+		return write(c, part, len(batches) == 1)
+	})
+}
+
 // one runs write and WAIT on one connection of node, and returns the
 // write's error and the wait's (a *broker.ReplicationError).
 func (w *Waiter) one(ctx context.Context, node *redis.Client, parts []int, write func(c script.Client, parts []int) error) (werr, rerr error) {
@@ -178,9 +200,7 @@ func (w *Waiter) wait(ctx context.Context, conn *redis.Conn) error {
 // not be made, broke, or timed out) rather than that Redis answered:
 // a refused duplicate or a full queue leaves the connection usable.
 func broken(err error) bool {
-	var nerr net.Error
-	return errors.As(err, &nerr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) ||
+	return topology.Unreachable(err) || errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 

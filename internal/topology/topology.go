@@ -106,6 +106,12 @@ func Stale(err error) bool {
 		}
 		return false
 	}
+	return Unreachable(err)
+}
+
+// Unreachable reports whether err is the connection's failure rather than
+// an answer: it could not be made, broke, or timed out.
+func Unreachable(err error) bool {
 	var nerr net.Error
 	return errors.As(err, &nerr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)

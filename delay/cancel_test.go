@@ -3,6 +3,7 @@ package delay_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -98,7 +99,7 @@ func TestCancelRacesPromotion(t *testing.T) {
 				if err := d.Enqueue(ctx, msgs); err != nil {
 					t.Fatal(err)
 				}
-				if z, _, err := timerCounts(ctx, rdb, prefix, queue); err != nil || z != n {
+				if z, _, err := timerCounts(ctx, td, rdb, prefix, queue); err != nil || z != n {
 					t.Fatalf("after enqueue: %d timers pending (err %v), want %d: the enqueue took too long?", z, err, n)
 				}
 
@@ -169,7 +170,7 @@ func TestCancelRacesPromotion(t *testing.T) {
 				if len(handled) != 0 {
 					t.Errorf("jobs that were never enqueued ran: %v", handled)
 				}
-				if _, h, err := timerCounts(ctx, rdb, prefix, queue); err != nil || h != 0 {
+				if _, h, err := timerCounts(ctx, td, rdb, prefix, queue); err != nil || h != 0 {
 					t.Errorf("timers hash holds %d bodies at the end (err %v)", h, err)
 				}
 				t.Logf("of %d cancels at the due instant, %d won (the job did not run) and %d lost (it ran once)", n, wins, n-wins)
@@ -181,7 +182,7 @@ func TestCancelRacesPromotion(t *testing.T) {
 // queueLeft counts what could still run in queue: ready, leased (in
 // flight) and delayed messages.
 func queueLeft(ctx context.Context, td drivertest.Driver, rdb redis.UniversalClient, prefix, queue string) (int64, error) {
-	delayed, _, err := timerCounts(ctx, rdb, prefix, queue)
+	delayed, _, err := timerCounts(ctx, td, rdb, prefix, queue)
 	if err != nil {
 		return 0, err
 	}
@@ -192,9 +193,13 @@ func queueLeft(ctx context.Context, td drivertest.Driver, rdb redis.UniversalCli
 		return 0, err
 	}
 	var leased int64
-	if td.Name == "list" {
-		if leased, err = rdb.ZCard(ctx, keys.Queue(prefix, queue).Part("lease")).Result(); err != nil {
-			return 0, err
+	if strings.HasPrefix(td.Name, "list") {
+		for _, p := range td.Parts(queue) {
+			n, err := rdb.ZCard(ctx, keys.Queue(prefix, p).Part("lease")).Result()
+			if err != nil {
+				return 0, err
+			}
+			leased += n
 		}
 	}
 	return delayed + ready + leased, nil

@@ -3,6 +3,7 @@ package delay_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -32,8 +33,13 @@ func startChild(t testing.TB, name string, env ...string) *proctest.Child {
 
 var childClient = proctest.Client
 
-// timerDrivers are the drivers with timers.
-var timerDrivers = drivertest.Durable
+// timerDrivers are the drivers with timers the tests run on: the durable
+// drivers, whole and behind a shard.Driver of 6 partitions. The
+// benchmarks run on benchDrivers, whole queues only.
+var (
+	timerDrivers = append(slices.Clone(drivertest.Durable), drivertest.Sharded...)
+	benchDrivers = drivertest.Durable
+)
 
 // mustDriver makes the driver for a test.
 // childDriver builds, in a child process, the driver named driver under
@@ -55,16 +61,21 @@ func childDriver(driver, prefix string) (broker.Driver, redis.UniversalClient, e
 	return d, rdb, nil
 }
 
-// timerCounts returns the sizes of queue's delayed ZSET and timers HASH.
-func timerCounts(ctx context.Context, rdb redis.UniversalClient, prefix, queue string) (delayed, bodies int64, err error) {
-	k := timers.QueueKeys(prefix, queue)
-	pipe := rdb.Pipeline()
-	z := pipe.ZCard(ctx, k.Delayed)
-	h := pipe.HLen(ctx, k.Timers)
-	if _, err := pipe.Exec(ctx); err != nil {
-		return 0, 0, err
+// timerCounts returns the sizes of queue's delayed ZSET and timers HASH
+// (summed over its partitions when td splits it).
+func timerCounts(ctx context.Context, td drivertest.Driver, rdb redis.UniversalClient, prefix, queue string) (delayed, bodies int64, err error) {
+	for _, p := range td.Parts(queue) {
+		k := timers.QueueKeys(prefix, p)
+		pipe := rdb.Pipeline()
+		z := pipe.ZCard(ctx, k.Delayed)
+		h := pipe.HLen(ctx, k.Timers)
+		if _, err := pipe.Exec(ctx); err != nil {
+			return 0, 0, err
+		}
+		delayed += z.Val()
+		bodies += h.Val()
 	}
-	return z.Val(), h.Val(), nil
+	return delayed, bodies, nil
 }
 
 // waitUntil checks cond every few milliseconds until it holds, failing t

@@ -44,7 +44,7 @@ import (
 // The pool's driver has a client of its own whose hook times the
 // promotion calls (EVALSHA with the delayed set as KEYS[1] and three keys).
 func BenchmarkTimerLateness(b *testing.B) {
-	for _, td := range timerDrivers {
+	for _, td := range benchDrivers {
 		b.Run(td.Name, func(b *testing.B) {
 			ctx := context.Background()
 			rdb := redistest.Client(b)
@@ -96,7 +96,7 @@ func BenchmarkTimerLateness(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				if z, _, err := timerCounts(ctx, rdb, prefix, queue); err != nil || z != n {
+				if z, _, err := timerCounts(ctx, td, rdb, prefix, queue); err != nil || z != n {
 					b.Fatalf("after enqueue: %d timers pending (err %v), want %d: the enqueue took more than a second?", z, err, n)
 				}
 				select {
@@ -223,7 +223,7 @@ func quantile(s []time.Duration, q float64) time.Duration {
 // and the promotion calls that moved timers (calls/op) with their mean
 // round trip (ms/call, timed by a hook on the promoters' client).
 func BenchmarkPromote(b *testing.B) {
-	for _, td := range timerDrivers {
+	for _, td := range benchDrivers {
 		for _, np := range []int{1, 4} {
 			b.Run(fmt.Sprintf("%s/promoters=%d", td.Name, np), func(b *testing.B) {
 				ctx := context.Background()
@@ -270,7 +270,7 @@ func BenchmarkPromote(b *testing.B) {
 					if ready, err := td.ReadyLen(ctx, rdb, prefix, queue); err != nil || ready != n {
 						b.Fatalf("ready structure holds %d messages (err %v), want %d", ready, err, n)
 					}
-					if z, h, err := timerCounts(ctx, rdb, prefix, queue); err != nil || z != 0 || h != 0 {
+					if z, h, err := timerCounts(ctx, td, rdb, prefix, queue); err != nil || z != 0 || h != 0 {
 						b.Fatalf("after promotion: %d delayed, %d bodies (err %v)", z, h, err)
 					}
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -144,7 +145,7 @@ func TestPromoteExactlyOnceUnderKill(t *testing.T) {
 			// No promoter moves a timer before it is due, so all are still
 			// pending unless the enqueue outlasted the first due time (and
 			// some messages were stored as ready at once).
-			if z, h, err := timerCounts(ctx, rdb, prefix, queue); err != nil || z != n || h != n {
+			if z, h, err := timerCounts(ctx, td, rdb, prefix, queue); err != nil || z != n || h != n {
 				t.Fatalf("after enqueue: %d delayed, %d bodies (err %v), want %d timers pending: the enqueue took too long?", z, h, err, n)
 			}
 
@@ -165,7 +166,7 @@ func TestPromoteExactlyOnceUnderKill(t *testing.T) {
 				return ready >= witness && byVictim > 0, nil
 			})
 			victim.Kill(t)
-			left, _, err := timerCounts(ctx, rdb, prefix, queue)
+			left, _, err := timerCounts(ctx, td, rdb, prefix, queue)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -178,7 +179,7 @@ func TestPromoteExactlyOnceUnderKill(t *testing.T) {
 				if survivor.Exited() {
 					return false, fmt.Errorf("the surviving child exited")
 				}
-				z, _, err := timerCounts(ctx, rdb, prefix, queue)
+				z, _, err := timerCounts(ctx, td, rdb, prefix, queue)
 				return z == 0, err
 			})
 			survivor.Kill(t)
@@ -186,7 +187,7 @@ func TestPromoteExactlyOnceUnderKill(t *testing.T) {
 			t.Logf("%d timers pending at the kill; promoted by the victim >= %d (last report), by the survivor %d (last report)",
 				left, byVictim, bySurvivor)
 
-			if _, h, err := timerCounts(ctx, rdb, prefix, queue); err != nil || h != 0 {
+			if _, h, err := timerCounts(ctx, td, rdb, prefix, queue); err != nil || h != 0 {
 				t.Fatalf("timers hash holds %d bodies after every timer was promoted (err %v)", h, err)
 			}
 			ids := readyIDs(t, td, rdb, prefix, queue)
@@ -214,24 +215,27 @@ func TestPromoteExactlyOnceUnderKill(t *testing.T) {
 func readyIDs(t testing.TB, td drivertest.Driver, rdb redis.UniversalClient, prefix, queue string) []string {
 	t.Helper()
 	ctx := context.Background()
-	key := td.ReadyKey(prefix, queue)
 	var raw []string
-	if td.Name == "stream" {
-		xs, err := rdb.XRange(ctx, key, "-", "+").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, x := range xs {
-			v, ok := x.Values["m"].(string)
-			if !ok {
-				t.Fatalf("stream entry %s has no field m: %v", x.ID, x.Values)
+	for _, p := range td.Parts(queue) {
+		key := td.ReadyKey(prefix, p)
+		if strings.HasPrefix(td.Name, "stream") {
+			xs, err := rdb.XRange(ctx, key, "-", "+").Result()
+			if err != nil {
+				t.Fatal(err)
 			}
-			raw = append(raw, v)
-		}
-	} else {
-		var err error
-		if raw, err = rdb.LRange(ctx, key, 0, -1).Result(); err != nil {
-			t.Fatal(err)
+			for _, x := range xs {
+				v, ok := x.Values["m"].(string)
+				if !ok {
+					t.Fatalf("stream entry %s has no field m: %v", x.ID, x.Values)
+				}
+				raw = append(raw, v)
+			}
+		} else {
+			part, err := rdb.LRange(ctx, key, 0, -1).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw = append(raw, part...)
 		}
 	}
 	ids := make([]string, len(raw))
@@ -380,7 +384,8 @@ func (c *commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 }
 
 // TestPromoterIdleLoad: a promoter with no timers sleeps (MaxSleep, 1 s by
-// default, between calls) rather than polling: at most 5 commands a second.
+// default, between calls) rather than polling: at most 5 commands a second
+// (per partition of a split queue).
 // The subscription to the wake channel is one command when it starts.
 func TestPromoterIdleLoad(t *testing.T) {
 	t.Parallel()
@@ -411,8 +416,10 @@ func TestPromoterIdleLoad(t *testing.T) {
 			if cmds < 1 || st.Calls < 1 {
 				t.Fatalf("%d commands counted, %d promotion calls: the promoter never looked", cmds, st.Calls)
 			}
-			if perSec > 5 {
-				t.Fatalf("idle promoter sent %.2f commands a second, want <= 5", perSec)
+			// A split queue's promoter looks at each partition (and
+			// subscribes to each one's wake channel): 5 a second each.
+			if want := 5 * float64(len(td.Parts("q"))); perSec > want {
+				t.Fatalf("idle promoter sent %.2f commands a second, want <= %v", perSec, want)
 			}
 			if st.Promoted != 0 {
 				t.Fatalf("promoted %d timers from an empty queue", st.Promoted)

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-multierror"
 
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/errlist"
 )
 
 // lanes is the pool's consumer when it serves several queues (or caps one):
@@ -466,7 +467,7 @@ func (m *lanes) each(ds []*broker.Delivery, f func(c broker.Consumer, ds []*brok
 			continue
 		}
 		named := false
-		for _, e := range unwrapAll(err) {
+		for _, e := range errlist.Split(err) {
 			var de *broker.DeliveryError
 			if errors.As(e, &de) {
 				errs = multierror.Append(errs, de)

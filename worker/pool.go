@@ -14,6 +14,7 @@ import (
 
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/internal/errlist"
 	"github.com/conveyorq/conveyor/internal/groupcommit"
 	"github.com/conveyorq/conveyor/internal/runjob"
 	"github.com/conveyorq/conveyor/internal/workers"
@@ -934,7 +935,7 @@ func perDelivery(ds []*broker.Delivery, err error) []error {
 		return errs
 	}
 	var named bool
-	for _, e := range unwrapAll(err) {
+	for _, e := range errlist.Split(err) {
 		var de *broker.DeliveryError
 		if errors.As(e, &de) {
 			for i, d := range ds {
@@ -951,17 +952,6 @@ func perDelivery(ds []*broker.Delivery, err error) []error {
 		}
 	}
 	return errs
-}
-
-func unwrapAll(err error) []error {
-	if m, ok := err.(interface{ Unwrap() []error }); ok {
-		return m.Unwrap()
-	}
-	// go-multierror exposes its list as WrappedErrors.
-	if m, ok := err.(interface{ WrappedErrors() []error }); ok {
-		return m.WrappedErrors()
-	}
-	return []error{err}
 }
 
 // roomWait is how long fetched jobs may wait in the room while no worker

@@ -27,16 +27,22 @@ func deleterOf(t *testing.T, e *env) broker.QueueDeleter {
 	return x
 }
 
-// queueKeys lists the Redis keys of queue under prefix, sorted: those
-// starting "<prefix>:{<queue>}:", found by a SCAN of the prefix on every
-// master.
-func queueKeys(t testing.TB, prefix, queue string) []string {
+// queueKeys lists the Redis keys of queue, sorted: those starting
+// "<prefix>:{<queue>}:" or, for a Partitioned driver, the same of each of
+// its partitions, found by a SCAN of the prefix on every master.
+func queueKeys(t testing.TB, e *env, queue string) []string {
 	t.Helper()
-	base := keys.Queue(prefix, queue).Base()
+	bases := []string{keys.Queue(e.prefix, queue).Base()}
+	for _, p := range partitions(e.d, queue) {
+		bases = append(bases, keys.Queue(e.prefix, p).Base())
+	}
 	var out []string
-	for _, k := range redistest.AllKeys(t, Client(t), prefix) {
-		if strings.HasPrefix(k, base) {
-			out = append(out, k)
+	for _, k := range redistest.AllKeys(t, Client(t), e.prefix) {
+		for _, base := range bases {
+			if strings.HasPrefix(k, base) {
+				out = append(out, k)
+				break
+			}
 		}
 	}
 	slices.Sort(out)
@@ -74,7 +80,7 @@ func testDeleteQueue(t *testing.T, e *env) {
 	Enqueue(t, e.d, ol)
 	otherSizes := broker.QueueSizes{Queue: other, Ready: 2, InFlight: 1, Delayed: 1, Discarded: 1, Failed: 1}
 	checkSizes(t, "the other queue", sizesOf(t, in, other), otherSizes)
-	otherKeys := queueKeys(t, e.prefix, other)
+	otherKeys := queueKeys(t, e, other)
 
 	// q: one job discarded, one acked, two in flight, three ready (one
 	// holding a unique key), a delayed job and a cron fire.
@@ -109,7 +115,7 @@ func testDeleteQueue(t *testing.T, e *env) {
 	}
 	full := broker.QueueSizes{Queue: q, Ready: 3, InFlight: 2, Delayed: 2, Discarded: 1, Processed: 1, Failed: 1}
 	checkSizes(t, "before the deletes", sizesOf(t, in, q), full)
-	before := queueKeys(t, e.prefix, q)
+	before := queueKeys(t, e, q)
 	if len(before) == 0 {
 		t.Fatalf("queue %q has no key under %s before its delete: the test cannot see what a delete leaves", q, e.prefix)
 	}
@@ -123,7 +129,7 @@ func testDeleteQueue(t *testing.T, e *env) {
 	if ife.Queue != q || ife.InFlight != 2 {
 		t.Errorf("InFlightError = %+v, want queue %q and 2 in flight", *ife, q)
 	}
-	if got := queueKeys(t, e.prefix, q); !slices.Equal(got, before) {
+	if got := queueKeys(t, e, q); !slices.Equal(got, before) {
 		t.Fatalf("a refused delete changed the queue's keys: %q, were %q", got, before)
 	}
 	if qs, err := in.Queues(ctx); err != nil || !slices.Contains(qs, q) {
@@ -145,7 +151,7 @@ func testDeleteQueue(t *testing.T, e *env) {
 	if res != want {
 		t.Errorf("DeleteQueue(force=true) = %+v, want %+v (the driver had the keys %q)", res, want, before)
 	}
-	if left := queueKeys(t, e.prefix, q); len(left) > 0 {
+	if left := queueKeys(t, e, q); len(left) > 0 {
 		t.Fatalf("keys of %q left after its delete: %q", q, left)
 	}
 	qs, err := in.Queues(ctx)
@@ -170,12 +176,12 @@ func testDeleteQueue(t *testing.T, e *env) {
 	}
 	checkLeaseLost(t, "Discard after the delete", c.Discard(ctx, held[1], "late"), held[1], false)
 	checkLeaseLost(t, "Extend after the delete", c.Extend(ctx, time.Minute, held[1]), held[1], true)
-	if left := queueKeys(t, e.prefix, q); len(left) > 0 {
+	if left := queueKeys(t, e, q); len(left) > 0 {
 		t.Fatalf("keys of %q after settles of the deleted jobs: %q", q, left)
 	}
 
 	// The other queue is untouched.
-	if got := queueKeys(t, e.prefix, other); !slices.Equal(got, otherKeys) {
+	if got := queueKeys(t, e, other); !slices.Equal(got, otherKeys) {
 		t.Errorf("the delete of %q changed the keys of %q: %q, were %q", q, other, got, otherKeys)
 	}
 	checkSizes(t, "the other queue after the delete", sizesOf(t, in, other), otherSizes)
@@ -194,12 +200,12 @@ func testDeleteQueue(t *testing.T, e *env) {
 		t.Errorf("Queues after an enqueue to the deleted queue = %q, %v; want it listed again", qs, err)
 	}
 	// Nothing in flight: a delete without force goes ahead.
-	before = queueKeys(t, e.prefix, q)
+	before = queueKeys(t, e, q)
 	res, err = x.DeleteQueue(ctx, q, false)
 	if want := (broker.QueueDeletion{Queue: q, Keys: int64(len(before)), Registered: true}); err != nil || res != want {
 		t.Errorf("DeleteQueue(force=false) of a queue with nothing in flight = %+v, %v; want %+v (the driver had the keys %q)", res, err, want, before)
 	}
-	if left := queueKeys(t, e.prefix, q); len(left) > 0 {
+	if left := queueKeys(t, e, q); len(left) > 0 {
 		t.Errorf("keys of %q left after its second delete: %q", q, left)
 	}
 

@@ -32,7 +32,7 @@ func testDiscard(t *testing.T, e *env) {
 	ExpectNone(t, c, 4*shortLease)
 	checkLeaseLost(t, "Ack of a discarded delivery", c.Ack(ctx, d), d, true)
 
-	recs := discardRecords(t, e.prefix, q)
+	recs := discardRecords(t, e, q)
 	if len(recs) != 1 {
 		t.Fatalf("discard key holds %d records, want 1", len(recs))
 	}
@@ -51,8 +51,19 @@ func testDiscard(t *testing.T, e *env) {
 }
 
 // discardRecords reads every record of queue's discard key,
-// <prefix>:{<queue>}:dead, whatever Redis type the driver keeps it in.
-func discardRecords(t *testing.T, prefix, queue string) []codec.Discarded {
+// <prefix>:{<queue>}:dead (of each partition, for a Partitioned driver),
+// whatever Redis type the driver keeps it in.
+func discardRecords(t *testing.T, e *env, queue string) []codec.Discarded {
+	t.Helper()
+	var out []codec.Discarded
+	for _, p := range partitions(e.d, queue) {
+		out = append(out, discardKeyRecords(t, e.prefix, p)...)
+	}
+	return out
+}
+
+// discardKeyRecords reads the records of queue's discard key.
+func discardKeyRecords(t *testing.T, prefix, queue string) []codec.Discarded {
 	t.Helper()
 	rdb := Client(t)
 	ctx := Context(t, 10*time.Second)

@@ -223,6 +223,9 @@ func testGroupDuplicateID(t *testing.T, e *env) {
 	c := Open(t, e.d, q, &broker.ConsumerOptions{VisibilityTimeout: groupLease})
 	Enqueue(t, e.d, grouped(q, 1, "g", 0), grouped(q, 2, "g", 0))
 	for _, m := range []*broker.Message{grouped(q, 1, "g", 0), grouped(q, 2, "other", 0)} {
+		if m.Group != "g" && split(e.d, q) {
+			continue // another group may live in another partition, where the ID is free
+		}
 		err := e.d.Enqueue(ctx, []*broker.Message{m})
 		var de *broker.DuplicateError
 		if !errors.As(err, &de) || de.ID != m.ID || !errors.Is(err, broker.ErrDuplicate) {

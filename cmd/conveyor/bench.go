@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/conveyorq/conveyor/broker/shard"
 	"github.com/conveyorq/conveyor/cmd/conveyor/benchkit"
 )
 
@@ -44,13 +45,16 @@ func parseBench(args []string, stderr io.Writer, getenv func(string) string) (*b
 		o                benchOptions
 		driver, workload string
 		defURL           = defaultRedisURL
-		names            []string
+		names, cnames    []string
 	)
 	if u := getenv("REDIS_URL"); u != "" {
 		defURL = u
 	}
 	for _, w := range benchkit.Workloads() {
 		names = append(names, w.Name)
+	}
+	for _, w := range benchkit.ClusterWorkloads() {
+		cnames = append(cnames, w.Name)
 	}
 	fs.IntVar(&o.cfg.N, "n", 100_000, "jobs per throughput and memory workload")
 	fs.IntVar(&o.cfg.Payload, "payload", 100, "payload bytes per job (at least 8)")
@@ -64,11 +68,12 @@ func parseBench(args []string, stderr io.Writer, getenv func(string) string) (*b
 	fs.IntVar(&o.cfg.Pools, "pools", 200, "pools of the fleet workload (each with its own Redis client; measured against 1 pool in the same run)")
 	fs.IntVar(&o.cfg.Split, "split", 20, "pools of 10 workers of the e2e-split workload (each with its own Redis client; measured against 1 pool of split×10)")
 	fs.IntVar(&o.cfg.Groups, "groups", 0, "FIFO groups of the e2e-groups workload (0: 1,000, or -n when smaller)")
+	fs.IntVar(&o.cfg.Partitions, "partitions", 0, fmt.Sprintf("partitions of the sharded workload's split queue, 2 to %d (0: %d)", shard.MaxPartitions, benchkit.DefaultPartitions))
 	fs.DurationVar(&o.cfg.Timeout, "timeout", 5*time.Minute, "longest wait for a workload's jobs to run")
 	fs.StringVar(&driver, "driver", "all", "list, stream or all")
 	fs.IntVar(&o.waitReplicas, "wait-replicas", 0, "the drivers' WaitReplicas: each enqueue waits until this many replicas have its jobs (needs a master with replicas)")
-	fs.StringVar(&workload, "workload", "all", "comma-separated workloads, or all: "+strings.Join(names, ", "))
-	fs.StringVar(&o.redisURL, "redis", defURL, "Redis URL (default from REDIS_URL)")
+	fs.StringVar(&workload, "workload", "all", "comma-separated workloads, or all: "+strings.Join(names, ", ")+"; on a Redis Cluster: "+strings.Join(cnames, ", "))
+	fs.StringVar(&o.redisURL, "redis", defURL, "Redis URL (default from REDIS_URL); a Redis Cluster as redis://host:port?addr=host:port&addr=host:port")
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON instead of a table")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the run (all workloads) to this file")
 	fs.StringVar(&o.prefix, "prefix", "", "key prefix of the run (default cvbench-<random>); its keys are deleted at the end")
@@ -76,6 +81,10 @@ func parseBench(args []string, stderr io.Writer, getenv func(string) string) (*b
 		w := fs.Output()
 		fmt.Fprintln(w, "Usage: conveyor bench [flags]\n\nRuns workloads against Conveyor's durable drivers and prints a table\n(or JSON) of the figures, each with the target it is held to where there\nis one (docs/performance.md). Workloads:")
 		for _, wl := range benchkit.Workloads() {
+			fmt.Fprintf(w, "  %-17s %s\n", wl.Name, wl.Doc)
+		}
+		fmt.Fprintln(w, "\nOn a Redis Cluster (-redis redis://host:port?addr=host:port&addr=host:port,\ngo-redis's cluster URL), all runs these instead:")
+		for _, wl := range benchkit.ClusterWorkloads() {
 			fmt.Fprintf(w, "  %-17s %s\n", wl.Name, wl.Doc)
 		}
 		fmt.Fprintln(w, "\nFlags:")
@@ -121,20 +130,37 @@ func parseBench(args []string, stderr io.Writer, getenv func(string) string) (*b
 	default:
 		return bad("-driver %q: want list, stream or all", driver)
 	}
+	// A cluster runs the cluster workloads only: the others read one
+	// server's INFO.
+	cluster := benchkit.ClusterURL(o.redisURL)
+	fits := names
+	if cluster {
+		fits = cnames
+	}
 	if workload == "all" {
-		o.workloads = names
+		o.workloads = fits
 	} else {
 		for w := range strings.SplitSeq(workload, ",") {
 			w = strings.TrimSpace(w)
 			if _, ok := benchkit.Lookup(w); !ok {
-				return bad("-workload: unknown workload %q (want %s, or all)", w, strings.Join(names, ", "))
+				return bad("-workload: unknown workload %q (want %s, or all)", w, strings.Join(slices.Concat(names, cnames), ", "))
+			}
+			switch {
+			case !slices.Contains(fits, w) && cluster:
+				return bad("-workload %s measures one Redis server; -redis names a Redis Cluster (want %s)", w, strings.Join(cnames, ", "))
+			case !slices.Contains(fits, w):
+				return bad("-workload %s needs a Redis Cluster: give -redis as redis://host:port?addr=host:port&addr=host:port", w)
 			}
 			if !slices.Contains(o.workloads, w) {
 				o.workloads = append(o.workloads, w)
 			}
 		}
 	}
-	if _, err := redis.ParseURL(o.redisURL); err != nil {
+	parse := func(u string) error { _, err := redis.ParseURL(u); return err }
+	if cluster {
+		parse = func(u string) error { _, err := redis.ParseClusterURL(u); return err }
+	}
+	if err := parse(o.redisURL); err != nil {
 		return bad("-redis %q: %v", o.redisURL, err)
 	}
 	return &o, nil

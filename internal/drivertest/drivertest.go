@@ -7,6 +7,9 @@ package drivertest
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/broker/list"
+	"github.com/conveyorq/conveyor/broker/shard"
 	"github.com/conveyorq/conveyor/broker/stream"
 	"github.com/conveyorq/conveyor/internal/keys"
 )
@@ -24,9 +28,47 @@ type Driver struct {
 	Name string
 	// Open builds the driver on rdb with every key under prefix.
 	Open func(rdb redis.UniversalClient, prefix string) (broker.Driver, error)
-	// ReadyKey is where the driver keeps a queue's ready messages.
+	// ReadyKey is where the driver keeps a queue's ready messages (of a
+	// whole queue, or of one partition).
 	ReadyKey func(prefix, queue string) string
+	// Partitions, when over 1, is how many partitions Open's driver (a
+	// shard.Driver) splits every queue into.
+	Partitions int
 }
+
+// Sharded are the durable drivers behind a shard.Driver that splits every
+// queue into 6 partitions.
+var Sharded = []Driver{sharded(Durable[0], 6), sharded(Durable[1], 6)}
+
+func sharded(d Driver, n int) Driver {
+	open := d.Open
+	d.Name = fmt.Sprintf("%s-shard%d", d.Name, n)
+	d.Partitions = n
+	d.Open = func(rdb redis.UniversalClient, prefix string) (broker.Driver, error) {
+		in, err := open(rdb, prefix)
+		if err != nil {
+			return nil, err
+		}
+		return shard.New(in, shard.Config{Partitions: n})
+	}
+	return d
+}
+
+// Parts returns the queues queue is stored in: its partitions, or queue
+// itself.
+func (d Driver) Parts(queue string) []string {
+	if d.Partitions <= 1 {
+		return []string{queue}
+	}
+	s, err := shard.New(nopDriver{}, shard.Config{Partitions: d.Partitions})
+	if err != nil {
+		panic(err) // Partitions is a constant of this package
+	}
+	return s.Partitions(queue)
+}
+
+// nopDriver is the inner driver of the shard.Driver Parts asks for names.
+type nopDriver struct{ broker.Driver }
 
 // Durable are the at-least-once drivers: list and stream.
 var Durable = []Driver{
@@ -46,9 +88,9 @@ var Durable = []Driver{
 	},
 }
 
-// Named returns the durable driver called name.
+// Named returns the durable driver called name, sharded or not.
 func Named(name string) (Driver, bool) {
-	for _, d := range Durable {
+	for _, d := range append(slices.Clone(Durable), Sharded...) {
 		if d.Name == name {
 			return d, true
 		}
@@ -66,13 +108,25 @@ func (d Driver) Must(t testing.TB, rdb redis.UniversalClient, prefix string) bro
 	return drv
 }
 
-// ReadyLen returns how many messages wait in a queue's ready structure.
+// ReadyLen returns how many messages wait in a queue's ready structures
+// (of each partition).
 func (d Driver) ReadyLen(ctx context.Context, rdb redis.UniversalClient, prefix, queue string) (int64, error) {
-	k := d.ReadyKey(prefix, queue)
-	if d.Name == "stream" {
-		return rdb.XLen(ctx, k).Result()
+	var sum int64
+	for _, p := range d.Parts(queue) {
+		k := d.ReadyKey(prefix, p)
+		var n int64
+		var err error
+		if strings.HasPrefix(d.Name, "stream") {
+			n, err = rdb.XLen(ctx, k).Result()
+		} else {
+			n, err = rdb.LLen(ctx, k).Result()
+		}
+		if err != nil {
+			return 0, err
+		}
+		sum += n
 	}
-	return rdb.LLen(ctx, k).Result()
+	return sum, nil
 }
 
 // Background runs run (a pool's, a promoter's or a cron's Run) until the

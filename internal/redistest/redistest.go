@@ -152,7 +152,8 @@ func DrainedStream(t testing.TB, c redis.UniversalClient, key string) bool {
 // <prefix>:{<queue>}:stats and the durable drivers' record of reclaimed
 // leases <prefix>:{<queue>}:reclaimed (it expires an hour after the last
 // reclaim), a queue's history <prefix>:{<queue>}:history (samples its
-// keeper took, kept for their retention), a queue's keeper election (<prefix>:{<queue>}:keeper,
+// keeper took, kept for their retention), a sharded queue's recorded
+// partition count <prefix>:{<queue>}:partitions (broker/shard), a queue's keeper election (<prefix>:{<queue>}:keeper,
 // :keeper_heir and :keeper_heir:baton, which expire within seconds: a
 // killed pool's lease stays until its TTL runs out), a queue's wake signals
 // <prefix>:{<queue>}:wake and :reclaim (one member each; a store racing the
@@ -172,7 +173,7 @@ func Bookkeeping(prefix, key string) bool {
 	if !ok {
 		return false
 	}
-	for _, part := range []string{"}:stats", "}:reclaimed", "}:history", "}:keeper", "}:keeper_heir", "}:keeper_heir:baton", "}:wake", "}:reclaim"} {
+	for _, part := range []string{"}:stats", "}:reclaimed", "}:history", "}:partitions", "}:keeper", "}:keeper_heir", "}:keeper_heir:baton", "}:wake", "}:reclaim"} {
 		if q, ok := strings.CutSuffix(rest, part); ok && !strings.Contains(q, "}") {
 			return true
 		}

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	neturl "net/url"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/conveyorq/conveyor/broker/shard"
 )
 
 // Config sets the size of the workloads. Durations are JSON nanoseconds.
@@ -51,7 +54,16 @@ type Config struct {
 	Groups int `json:"groups"`
 	// Timeout bounds the wait for a workload's jobs to run. Defaults to 5m.
 	Timeout time.Duration `json:"timeout"`
+	// Partitions is how many partitions the sharded workload splits its
+	// queue into, set against the whole queue: 2 to shard.MaxPartitions.
+	// 0 means DefaultPartitions: WithDefaults leaves it 0, and Start's
+	// Report gives the count used.
+	Partitions int `json:"partitions"`
 }
+
+// DefaultPartitions is the sharded workload's partition count when
+// Config.Partitions is 0.
+const DefaultPartitions = 6
 
 // WithDefaults returns c with its zero fields set to their defaults, or
 // an error naming the first invalid field.
@@ -106,6 +118,8 @@ func (c Config) WithDefaults() (Config, error) {
 		return c, fmt.Errorf("groups %d: want 1 to n (%d)", c.Groups, c.N)
 	case c.Timeout <= 0:
 		return c, fmt.Errorf("timeout %s: want a positive duration", c.Timeout)
+	case c.Partitions < 0 || c.Partitions == 1 || c.Partitions > shard.MaxPartitions:
+		return c, fmt.Errorf("partitions %d: want 2 to %d (0: %d)", c.Partitions, shard.MaxPartitions, DefaultPartitions)
 	}
 	return c, nil
 }
@@ -143,7 +157,7 @@ func NewEnv(ctx context.Context, opts *redis.UniversalOptions, prefix string, cf
 		_ = rdb.Close()
 		return nil, fmt.Errorf("benchkit: redis at %v: %w", opts.Addrs, err)
 	}
-	taken, err := AnyKey(ctx, rdb, prefix+":*")
+	taken, err := anyKeyAnywhere(ctx, rdb, prefix+":*")
 	if err != nil {
 		_ = rdb.Close()
 		return nil, err
@@ -153,6 +167,24 @@ func NewEnv(ctx context.Context, opts *redis.UniversalOptions, prefix string, cf
 		return nil, fmt.Errorf("benchkit: keys under %s:* exist already; choose another prefix (the run deletes its keys at the end)", prefix)
 	}
 	return &Env{Redis: rdb, Options: opts, Prefix: prefix, Cfg: cfg, Progress: progress, base: time.Now()}, nil
+}
+
+// anyKeyAnywhere is AnyKey on every master of a cluster: a cluster
+// client's SCAN reads one node.
+func anyKeyAnywhere(ctx context.Context, rdb redis.UniversalClient, pattern string) (bool, error) {
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		return AnyKey(ctx, rdb, pattern)
+	}
+	var taken atomic.Bool
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+		found, err := AnyKey(ctx, n, pattern)
+		if found {
+			taken.Store(true)
+		}
+		return err
+	})
+	return taken.Load(), err
 }
 
 // Close deletes every key under the run's prefix and closes the client.
@@ -283,15 +315,42 @@ func (t *tally) reached(k int64) <-chan struct{} {
 	return ch
 }
 
-// Start connects to the Redis at redisURL and returns the Env of one
-// bench run under prefix (a new random one when empty), the Report it
-// fills (the machine, Go and Redis versions, cfg) and a func that deletes
-// the run's keys and closes the connection, joining its error to *errp.
+// ClusterURL reports whether url names a Redis Cluster: go-redis's cluster
+// URL form, a seed in the host and more in addr parameters
+// (redis://host:port?addr=host:port&addr=host:port; repeat the host in an
+// addr parameter to give a single seed).
+func ClusterURL(url string) bool {
+	u, err := neturl.Parse(url)
+	return err == nil && u.Query().Has("addr")
+}
+
+// URLOptions returns the client options of a -redis URL: one server's
+// (RedisOptions), or a Redis Cluster's when ClusterURL says it names one,
+// with as many connections per node as RedisOptions gives the server.
+func URLOptions(url string, concurrency int) (*redis.UniversalOptions, error) {
+	if !ClusterURL(url) {
+		return RedisOptions(url, concurrency)
+	}
+	o, err := redis.ParseClusterURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("benchkit: redis cluster URL: %w", err)
+	}
+	return &redis.UniversalOptions{
+		Addrs: o.Addrs, Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig,
+		PoolSize: max(64, concurrency+16), IsClusterMode: true,
+	}, nil
+}
+
+// Start connects to the Redis (or Redis Cluster, see URLOptions) at
+// redisURL and returns the Env of one bench run under prefix (a new random
+// one when empty), the Report it fills (the machine, Go and Redis
+// versions, cfg) and a func that deletes the run's keys and closes the
+// connection, joining its error to *errp.
 func Start(ctx context.Context, redisURL, prefix string, cfg Config, progress io.Writer) (*Env, Report, func(errp *error), error) {
 	if prefix == "" {
 		prefix = RandomPrefix()
 	}
-	opts, err := RedisOptions(redisURL, cfg.Concurrency)
+	opts, err := URLOptions(redisURL, cfg.Concurrency)
 	if err != nil {
 		return nil, Report{}, nil, err
 	}
@@ -313,5 +372,6 @@ func Start(ctx context.Context, redisURL, prefix string, cfg Config, progress io
 		Started: time.Now().UTC().Format(time.RFC3339), GoVersion: runtime.Version(),
 		GOMAXPROCS: runtime.GOMAXPROCS(0), RedisVersion: version, RedisAddr: opts.Addrs[0], Config: cfg,
 	}
+	rep.Config.Partitions = cfg.partitions()
 	return env, rep, done, nil
 }

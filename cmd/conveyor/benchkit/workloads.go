@@ -21,7 +21,8 @@ type Workload struct {
 	run func(ctx context.Context, e *Env, f Factory, label string) ([]Metric, error)
 }
 
-// Workloads lists every workload in the order "all" runs them.
+// Workloads lists the workloads of one Redis server, in the order "all"
+// runs them on one.
 func Workloads() []Workload {
 	return []Workload{
 		{"enqueue-loop", "Enqueue from one goroutine, alternated with a bare go-redis LPUSH loop (the baseline) in rounds of 2,000", enqueueLoop},
@@ -39,9 +40,17 @@ func Workloads() []Workload {
 	}
 }
 
-// Lookup returns the named workload.
+// ClusterWorkloads lists the workloads that need a Redis Cluster (see
+// ClusterURL); all runs them, and only them, on one.
+func ClusterWorkloads() []Workload {
+	return []Workload{
+		{"sharded", "-n jobs enqueued (batches of 1,000) then drained by a pool of -concurrency, on a queue whole and split into -partitions (broker/shard); the rates, their ratio, the masters' commands and CPU per job, and each master's share of the masters' INFO commandstats usec (scripts' and transactions' own lines left out: their commands have lines of their own) and CPU seconds over the split run, and the largest deviation from 1/masters as a fraction of it (use a cluster nothing else uses)", sharded},
+	}
+}
+
+// Lookup returns the named workload, of either list.
 func Lookup(name string) (Workload, bool) {
-	for _, w := range Workloads() {
+	for _, w := range append(Workloads(), ClusterWorkloads()...) {
 		if w.Name == name {
 			return w, true
 		}
@@ -478,6 +487,8 @@ func goals(workload, system string, cfg Config, ms []Metric) []Metric {
 			ms[i] = m.withGoal("<=", 5)
 		case workload == "fleet":
 			ms[i] = fleetGoal(cfg, m)
+		case workload == "sharded":
+			ms[i] = shardedGoal(m)
 		}
 	}
 	return ms

@@ -71,8 +71,8 @@ type fetched struct {
 	err error
 }
 
-// Fetch returns between 1 and max deliveries of one partition, waiting
-// while every partition is empty.
+// Fetch returns between 1 and max deliveries, taken from the partitions in
+// turn, waiting while every partition is empty.
 func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, error) {
 	if max < 1 {
 		return nil, fmt.Errorf("conveyor: fetch: max %d is under 1", max)
@@ -108,35 +108,27 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 	return c.waitAll(ctx, max)
 }
 
-// try fetches from partition k until it returns or says it is empty; an
-// empty partition's wait is called off.
+// try fetches from partition k until it returns or says it is empty. The
+// inner Fetch calls the partition's Idle hook before it would wait, in
+// this goroutine; the hook cancels the Fetch's context, so the wait returns
+// at once without sending its command.
 func (c *consumer) try(ctx context.Context, k, max int) ([]*broker.Delivery, error) {
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	empty := make(chan struct{})
-	var once sync.Once
-	hook := func() { once.Do(func() { close(empty) }) }
+	empty := false
+	hook := func() { empty = true; cancel() }
 	c.hooks[k].Store(&hook)
-	defer c.hooks[k].Store(nil)
-	res := make(chan fetched, 1)
-	go func() {
-		ds, err := c.cons[k].Fetch(fctx, max)
-		res <- fetched{k, ds, err}
-	}()
-	select {
-	case r := <-res:
-		return r.ds, r.err
-	case <-empty:
-		cancel()
-		r := <-res
-		if len(r.ds) > 0 {
-			return r.ds, nil // it found jobs as it was called off
-		}
-		if r.err != nil && !errors.Is(r.err, context.Canceled) {
-			return nil, r.err
-		}
+	ds, err := c.cons[k].Fetch(fctx, max)
+	c.hooks[k].Store(nil)
+	switch {
+	case len(ds) > 0:
+		return ds, nil
+	case empty && ctx.Err() == nil && errors.Is(err, context.Canceled):
+		return nil, nil
+	case empty && ctx.Err() != nil:
 		return nil, ctx.Err()
 	}
+	return ds, err
 }
 
 // waitAll fetches from every partition at once and returns the first
@@ -230,8 +222,28 @@ func (c *consumer) settle(ds []*broker.Delivery, f func(ic broker.Consumer, ins 
 		byPart[k] = append(byPart[k], in)
 		outer[in] = d
 	}
+	// The partitions' settles go out at once: on a Cluster they are
+	// different masters, and a pool waits for its batch of acks.
+	results := make(map[int]error, len(byPart))
+	if len(byPart) == 1 {
+		for k, ins := range byPart {
+			results[k] = f(c.cons[k], ins)
+		}
+	} else {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for k, ins := range byPart {
+			wg.Go(func() {
+				err := f(c.cons[k], ins)
+				mu.Lock()
+				results[k] = err
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+	}
 	for k, ins := range byPart {
-		err := f(c.cons[k], ins)
+		err := results[k]
 		for _, in := range ins {
 			copyBack(outer[in], in)
 		}

@@ -145,3 +145,20 @@ const DefaultMaxRecoveries = 3
 
 // PoisonReason starts the discard reason of a message discarded as poison.
 const PoisonReason = "conveyor: poison"
+
+// Sleeper is implemented by consumers that can wait for work without
+// fetching it (the list and stream drivers' consumers do). A caller that
+// serves several consumers at once (broker/shard, over a queue's
+// partitions) sleeps on the empty ones this way, so that an empty queue
+// costs it nothing until work comes, and no job is leased before a Fetch
+// asks for it.
+type Sleeper interface {
+	// Sleep blocks until the queue may have something for the consumer's
+	// next Fetch (a job was stored or promoted, a lease ran out, or a
+	// bounded wait ended: a consumer that is not kept returns within about
+	// a second, as its own Fetch would look again), or until ctx is done
+	// (ctx.Err()) or the consumer is closed (ErrClosed). It leases nothing
+	// and calls no ConsumerOptions.Idle. The next Fetch looks at the queue
+	// at once.
+	Sleep(ctx context.Context) error
+}

@@ -53,6 +53,7 @@ var tests = []test{
 	{"FetchCancel", always, "", testFetchCancel},
 	{"FetchWakes", always, "", testFetchWakes},
 	{"FetchIdle", always, "", testFetchIdle},
+	{"Sleep", always, "", testSleep},
 	{"FetchAfterClose", always, "", testFetchAfterClose},
 	{"ExclusiveDelivery", notFanOut, "exclusive delivery (it has FanOut)", testExclusive},
 	{"FanOut", fanOut, "FanOut", testFanOut},

@@ -75,7 +75,10 @@ type consumer struct {
 	close   context.CancelFunc
 }
 
-var _ broker.Consumer = (*consumer)(nil)
+var (
+	_ broker.Consumer = (*consumer)(nil)
+	_ broker.Sleeper  = (*consumer)(nil)
+)
 
 func newConsumer(d *Driver, queue string, opts *broker.ConsumerOptions) *consumer {
 	vt := opts.VisibilityTimeoutOrDefault()
@@ -184,6 +187,23 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 		// Look when woken, and when the wait ran out unless a keeper hands
 		// back expired leases.
 		c.drained.Store(!woke && c.kept)
+	}
+}
+
+// Sleep implements broker.Sleeper: it waits on the queue's wake signal
+// (kept: until it comes; otherwise for at most a second, after which its
+// own Fetch would look for expired leases), or PauseLag while the queue is
+// known to be paused, and makes the next Fetch look at once.
+func (c *consumer) Sleep(ctx context.Context) error {
+	defer c.drained.Store(false)
+	if c.pause.Known() {
+		return pause.Wait(ctx, c.closing.Done())
+	}
+	for {
+		woke, err := c.wait(ctx, -1)
+		if err != nil || woke || !c.kept {
+			return err
+		}
 	}
 }
 

@@ -17,20 +17,9 @@ import (
 )
 
 // consumer is the consumer of a sharded queue: one inner consumer per
-// partition. It fetches nothing ahead: a Fetch asks the partitions one
-// after the other, from a starting point that moves on at each call (so
-// the partitions take turns), until it holds max jobs or has asked them
-// all. A
-// partition is passed over as soon as its inner Fetch says it found
-// nothing and is about to wait (broker.ConsumerOptions.Idle); its wait is
-// then called off, which costs one command. When every partition is empty
-// the Fetch waits on all of them at once, each in its own Redis wait, and
-// returns the jobs of the first that has some; another that returns jobs
-// in the same instant hands them straight back (a release: no attempt is
-// counted).
-//
-// Its deliveries name the logical queue; their receipts carry the
-// partition's index ("<k>:<the inner receipt>").
+// partition (see fetch.go for how it fetches). Its deliveries name the
+// logical queue; their receipts carry the partition's index ("<k>:<the
+// inner receipt>").
 type consumer struct {
 	d     *Driver
 	queue string
@@ -38,7 +27,20 @@ type consumer struct {
 	cons  []broker.Consumer
 	hooks []atomic.Pointer[func()] // the Idle hook of each partition's Fetch in flight
 	idle  func()                   // the caller's ConsumerOptions.Idle
-	next  atomic.Uint32            // where the next Fetch starts
+	next  atomic.Uint32            // where the next pass starts
+
+	pass chan struct{} // held by the Fetch that runs a pass (one at a time)
+
+	// The sleeps of parked partitions (fetch.go): stop ends them, wg
+	// waits for them.
+	stop context.CancelFunc
+	wctx context.Context
+	wg   sync.WaitGroup
+
+	mu     sync.Mutex
+	parked []bool        // partition k sleeps
+	woken  chan struct{} // closed and replaced when a sleep ends
+	closed bool
 }
 
 func (d *Driver) openSharded(ctx context.Context, queue string, ps []string, opts *broker.ConsumerOptions) (broker.Consumer, error) {
@@ -46,7 +48,9 @@ func (d *Driver) openSharded(ctx context.Context, queue string, ps []string, opt
 	if opts != nil {
 		o = *opts
 	}
-	c := &consumer{d: d, queue: queue, parts: ps, cons: make([]broker.Consumer, len(ps)), hooks: make([]atomic.Pointer[func()], len(ps)), idle: o.Idle}
+	c := &consumer{d: d, queue: queue, parts: ps, cons: make([]broker.Consumer, len(ps)), hooks: make([]atomic.Pointer[func()], len(ps)), idle: o.Idle,
+		pass: make(chan struct{}, 1), parked: make([]bool, len(ps)), woken: make(chan struct{})}
+	c.wctx, c.stop = context.WithCancel(context.Background())
 	for k, p := range ps {
 		po := o
 		po.Idle = func() {
@@ -62,120 +66,6 @@ func (d *Driver) openSharded(ctx context.Context, queue string, ps []string, opt
 		c.cons[k] = ic
 	}
 	return c, nil
-}
-
-// fetched is what one partition's Fetch returned.
-type fetched struct {
-	k   int
-	ds  []*broker.Delivery
-	err error
-}
-
-// Fetch returns between 1 and max deliveries, taken from the partitions in
-// turn, waiting while every partition is empty.
-func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, error) {
-	if max < 1 {
-		return nil, fmt.Errorf("conveyor: fetch: max %d is under 1", max)
-	}
-	start := int(c.next.Add(1)) % len(c.parts)
-	var out []*broker.Delivery
-	for i := range c.parts {
-		k := (start + i) % len(c.parts)
-		ds, err := c.try(ctx, k, max-len(out))
-		if lastChance(ds) {
-			// A job on its last chance runs alone (see
-			// broker.Delivery.LastChance).
-			if len(out) == 0 {
-				return c.outer(k, ds), nil
-			}
-			c.handBack(fetched{k, ds, nil})
-			return out, nil
-		}
-		out = append(out, c.outer(k, ds)...)
-		if err != nil && len(out) == 0 {
-			return nil, err
-		}
-		if len(out) == max || err != nil {
-			return out, nil
-		}
-	}
-	if len(out) > 0 {
-		return out, nil
-	}
-	if c.idle != nil {
-		c.idle()
-	}
-	return c.waitAll(ctx, max)
-}
-
-// try fetches from partition k until it returns or says it is empty. The
-// inner Fetch calls the partition's Idle hook before it would wait, in
-// this goroutine; the hook cancels the Fetch's context, so the wait returns
-// at once without sending its command.
-func (c *consumer) try(ctx context.Context, k, max int) ([]*broker.Delivery, error) {
-	fctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	empty := false
-	hook := func() { empty = true; cancel() }
-	c.hooks[k].Store(&hook)
-	ds, err := c.cons[k].Fetch(fctx, max)
-	c.hooks[k].Store(nil)
-	switch {
-	case len(ds) > 0:
-		return ds, nil
-	case empty && ctx.Err() == nil && errors.Is(err, context.Canceled):
-		return nil, nil
-	case empty && ctx.Err() != nil:
-		return nil, ctx.Err()
-	}
-	return ds, err
-}
-
-// waitAll fetches from every partition at once and returns the first
-// partition's deliveries; what others return meanwhile goes back.
-func (c *consumer) waitAll(ctx context.Context, max int) ([]*broker.Delivery, error) {
-	fctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	res := make(chan fetched, len(c.parts))
-	for k := range c.parts {
-		go func() {
-			ds, err := c.cons[k].Fetch(fctx, max)
-			res <- fetched{k, ds, err}
-		}()
-	}
-	var won fetched
-	var errs error
-	for range c.parts {
-		r := <-res
-		ours := fctx.Err() != nil && ctx.Err() == nil && errors.Is(r.err, context.Canceled) // we called it off
-		switch {
-		case len(r.ds) > 0 && won.ds == nil:
-			won = r
-			cancel()
-		case len(r.ds) > 0:
-			c.handBack(r)
-		case r.err != nil && !ours && errs == nil:
-			errs = r.err
-			cancel()
-		}
-	}
-	if won.ds != nil {
-		return c.outer(won.k, won.ds), nil
-	}
-	if errs == nil {
-		errs = ctx.Err()
-	}
-	return nil, errs
-}
-
-// handBack releases deliveries a partition returned after another one won.
-func (c *consumer) handBack(r fetched) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := c.cons[r.k].Release(ctx, r.ds...); err != nil {
-		c.d.log.Warn("shard: handing back jobs fetched by a wait that lost its race failed; their leases bring them back",
-			"queue", c.parts[r.k], "jobs", len(r.ds), "error", err)
-	}
 }
 
 // outer makes ds, of partition k, deliveries of the logical queue.
@@ -328,6 +218,7 @@ func (c *consumer) Paused(ctx context.Context) (bool, error) {
 // Close closes every partition's consumer: a Fetch in flight returns
 // broker.ErrClosed.
 func (c *consumer) Close(ctx context.Context) error {
+	c.stopSleeps()
 	var errs *multierror.Error
 	for k, ic := range c.cons {
 		if ic == nil {

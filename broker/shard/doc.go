@@ -28,12 +28,12 @@
 //
 // A consumer of a split queue opens one consumer of the inner driver per
 // partition. Each Fetch takes jobs from the partitions in turn, starting
-// one further at each call, until it holds what it asked for; a partition
-// that is empty costs that pass one fetch call. When every partition is
-// empty, the Fetch waits in Redis on all of them at once (one blocked
-// connection per partition, no polling) and returns the jobs of the first
-// that has some; jobs that another partition hands over in the same
-// instant are released back to it, without counting an attempt.
+// one further at each call, until it holds what it asked for. A partition
+// found empty is parked: it sleeps in Redis on its own wake signal
+// (broker.Sleeper), leasing nothing, and later Fetch calls pass over it at
+// no cost until a job comes. When every partition sleeps, Fetch waits for
+// the first to wake (one blocked connection per partition, no polling).
+// The settles of one batch go to their partitions at the same time.
 //
 // # What changes on a split queue
 //

@@ -83,7 +83,10 @@ const keptBlock = time.Minute
 // next consumer (see round).
 const reclaimShare = 4
 
-var _ broker.Consumer = (*consumer)(nil)
+var (
+	_ broker.Consumer = (*consumer)(nil)
+	_ broker.Sleeper  = (*consumer)(nil)
+)
 
 func newConsumer(d *Driver, queue string, opts *broker.ConsumerOptions) *consumer {
 	vt := opts.VisibilityTimeoutOrDefault()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/codec"
+	"github.com/conveyorq/conveyor/internal/pause"
 	"github.com/conveyorq/conveyor/internal/script"
 	"github.com/conveyorq/conveyor/internal/wake"
 )
@@ -125,6 +126,30 @@ func (c *consumer) signal(key string) {
 		defer cancel()
 		_ = wake.Signal(ctx, c.d.rdb, key)
 	}()
+}
+
+// Sleep implements broker.Sleeper. A kept consumer sleeps on its queue's
+// wake signals as its Fetch does (see sleep); one that is not kept waits
+// PollInterval, the time after which its own Fetch would read again (its
+// blocking read would lease what it found). While the queue is known to be
+// paused it waits PauseLag.
+func (c *consumer) Sleep(ctx context.Context) error {
+	if c.pause.Known() {
+		return pause.Wait(ctx, c.closing.Done())
+	}
+	if c.kept {
+		return c.sleep(ctx)
+	}
+	t := time.NewTimer(c.d.cfg.PollInterval)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.closing.Done():
+		return fmt.Errorf("stream: fetch: %w", broker.ErrClosed)
+	}
 }
 
 // sleep waits on the queue's wake signals until one wakes the consumer, ctx

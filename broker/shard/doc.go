@@ -57,5 +57,8 @@
 // queue with a *CountError: groups and unique keys would be routed to
 // other partitions than their earlier jobs. To change it, drain the queue
 // and delete it (Inspector.DeleteQueue, conveyor delete), or move to a
-// queue of a new name (docs/scale-out.md).
+// queue of a new name (docs/scale-out.md). A queue that holds jobs stored
+// whole when a Driver first splits it is recorded as whole, and refused
+// likewise. A plain driver, not wrapped, reads no recorded count: every
+// process that uses a split queue needs the same Config.
 package shard

@@ -195,7 +195,21 @@ func (d *Driver) check(ctx context.Context, queue string) error {
 		return nil
 	}
 	n := d.Count(queue)
-	got, err := r.RecordPartitions(ctx, queue, n)
+	want := n
+	if n > 1 {
+		// A queue that holds jobs of its own was used whole, before any
+		// count was recorded: record it as whole (unless a count is
+		// recorded already), so that splitting it is refused rather than
+		// leaving its jobs where no partition's consumer looks.
+		whole, err := d.holdsJobs(ctx, queue)
+		if err != nil {
+			return fmt.Errorf("conveyor: shard: look for jobs of queue %q stored whole: %w", queue, err)
+		}
+		if whole {
+			want = 1
+		}
+	}
+	got, err := r.RecordPartitions(ctx, queue, want)
 	if err != nil {
 		return fmt.Errorf("conveyor: shard: record the partition count of queue %q: %w", queue, err)
 	}
@@ -206,6 +220,21 @@ func (d *Driver) check(ctx context.Context, queue string) error {
 	d.checked[queue] = true
 	d.mu.Unlock()
 	return nil
+}
+
+// holdsJobs reports whether queue itself (not a partition) holds ready,
+// in-flight, delayed or waiting jobs, when the inner driver can tell.
+func (d *Driver) holdsJobs(ctx context.Context, queue string) (bool, error) {
+	in, ok := d.d.(broker.Inspector)
+	if !ok {
+		return false, nil
+	}
+	sizes, err := in.QueueSizes(ctx, queue)
+	if err != nil || len(sizes) != 1 {
+		return false, err
+	}
+	s := sizes[0]
+	return s.Ready+s.InFlight+s.Delayed+s.Grouped+s.Limited > 0, nil
 }
 
 // ErrCountChanged is wrapped by every *CountError.
@@ -223,6 +252,11 @@ type CountError struct {
 }
 
 func (e *CountError) Error() string {
+	if e.Recorded == 1 {
+		return fmt.Sprintf("conveyor: queue %q is stored whole in Redis (not in partitions) but is configured with %d partitions: "+
+			"a live queue's partition count cannot change (drain and delete the queue first, or use a new queue name)",
+			e.Queue, e.Configured)
+	}
 	return fmt.Sprintf("conveyor: queue %q has %d partitions in Redis but is configured with %d: "+
 		"a live queue's partition count cannot change (drain and delete the queue first, or use a new queue name)",
 		e.Queue, e.Recorded, e.Configured)

@@ -34,7 +34,7 @@ func startChild(t testing.TB, name string, env ...string) *proctest.Child {
 var childClient = proctest.Client
 
 // timerDrivers are the drivers with timers the tests run on: the durable
-// drivers, whole and behind a shard.Driver of 6 partitions. The
+// drivers, plain and behind a shard.Driver of 1 and of 6 partitions. The
 // benchmarks run on benchDrivers, whole queues only.
 var (
 	timerDrivers = append(slices.Clone(drivertest.Durable), drivertest.Sharded...)

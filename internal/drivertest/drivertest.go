@@ -36,9 +36,9 @@ type Driver struct {
 	Partitions int
 }
 
-// Sharded are the durable drivers behind a shard.Driver that splits every
-// queue into 6 partitions.
-var Sharded = []Driver{sharded(Durable[0], 6), sharded(Durable[1], 6)}
+// Sharded are the durable drivers behind a shard.Driver that leaves every
+// queue whole (1 partition) and one that splits every queue into 6.
+var Sharded = []Driver{sharded(Durable[0], 1), sharded(Durable[1], 1), sharded(Durable[0], 6), sharded(Durable[1], 6)}
 
 func sharded(d Driver, n int) Driver {
 	open := d.Open

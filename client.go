@@ -212,10 +212,11 @@ func oneError(err error) error {
 // sendBatches stores the messages of several Enqueue calls in one round
 // trip (see groupcommit). Nothing is ever sent twice. Drivers store each
 // queue's messages on their own and name the queue of each refusal
-// (*broker.QueueError) and the message of each refused duplicate timer
+// (*broker.QueueError, with the messages it concerns when they are not all
+// the queue's) and the message of each refused duplicate timer
 // (*broker.DuplicateError), so a call learns only the errors of its own
-// queues and messages: a full queue does not fail the calls for other
-// queues. An error that names neither (Redis unreachable) fails every call
+// queues and messages: a full queue, or a full partition of a split
+// queue, does not fail the calls whose messages went elsewhere. An error that names neither (Redis unreachable) fails every call
 // of the batch; for them the outcome is unknown, as for any failed round
 // trip.
 func (c *Client) sendBatches(ctx context.Context, batches [][]*broker.Message) []error {
@@ -236,16 +237,23 @@ func (c *Client) sendBatches(ctx context.Context, batches [][]*broker.Message) [
 	if m, isMulti := err.(*multierror.Error); isMulti {
 		parts = m.WrappedErrors()
 	}
-	byQueue := map[string]error{}
+	// Refusals by index in parts: of a whole queue, or of the messages
+	// they name.
+	byQueue := map[string]int{}
+	byMessage := map[*broker.Message]int{}
 	var dups []*broker.DuplicateError
-	for _, e := range parts {
+	for k, e := range parts {
 		var de *broker.DuplicateError
 		var qe *broker.QueueError
 		switch {
 		case errors.As(e, &de):
 			dups = append(dups, de)
+		case errors.As(e, &qe) && qe.Messages != nil:
+			for _, m := range qe.Messages {
+				byMessage[m] = k
+			}
 		case errors.As(e, &qe):
-			byQueue[qe.Queue] = e
+			byQueue[qe.Queue] = k
 		default:
 			for i := range errs {
 				errs[i] = err
@@ -255,11 +263,15 @@ func (c *Client) sendBatches(ctx context.Context, batches [][]*broker.Message) [
 	}
 	mine := make([]*multierror.Error, len(batches))
 	for i, b := range batches {
-		seen := map[string]bool{}
+		seen := map[int]bool{}
 		for _, m := range b {
-			if e := byQueue[m.Queue]; e != nil && !seen[m.Queue] {
-				seen[m.Queue] = true
-				mine[i] = multierror.Append(mine[i], e)
+			k, ok := byQueue[m.Queue]
+			if !ok {
+				k, ok = byMessage[m]
+			}
+			if ok && !seen[k] {
+				seen[k] = true
+				mine[i] = multierror.Append(mine[i], parts[k])
 			}
 		}
 	}

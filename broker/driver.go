@@ -156,9 +156,17 @@ type Sleeper interface {
 	// Sleep blocks until the queue may have something for the consumer's
 	// next Fetch (a job was stored or promoted, a lease ran out, or a
 	// bounded wait ended: a consumer that is not kept returns within about
-	// a second, as its own Fetch would look again), or until ctx is done
-	// (ctx.Err()) or the consumer is closed (ErrClosed). It leases nothing
-	// and calls no ConsumerOptions.Idle. The next Fetch looks at the queue
-	// at once.
-	Sleep(ctx context.Context) error
+	// a second, as its own Fetch would look again, and one whose queue is
+	// paused within PauseLag), or until ctx is done (ctx.Err()) or the
+	// consumer is closed (ErrClosed). It reports whether the queue's
+	// wake-up ended it (the consumer took it: see Wake), rather than a
+	// bounded wait. It leases nothing and calls no ConsumerOptions.Idle.
+	// The next Fetch looks at the queue at once.
+	Sleep(ctx context.Context) (woken bool, err error)
+	// Wake gives back the wake-up that ended a Sleep (woken), to the queue's other
+	// sleeping consumers: a caller whose Sleep ended while it was not going
+	// to fetch (its workers are all busy) calls it, so that an idle
+	// consumer elsewhere takes the work. A wake-up given back with no one
+	// asleep costs the next sleeper one look.
+	Wake(ctx context.Context) error
 }

@@ -74,6 +74,12 @@ func (e *DeliveryError) Unwrap() error { return e.Err }
 type QueueError struct {
 	Queue string
 	Err   error
+	// Messages, when set, are the messages of Queue the error concerns
+	// (the very pointers given to Enqueue); the call's other messages of
+	// Queue were stored. A queue split into partitions (broker/shard)
+	// stores each partition's messages on their own and names them so.
+	// Nil: every message of Queue in the call.
+	Messages []*Message
 }
 
 func (e *QueueError) Error() string { return fmt.Sprintf("queue %q: %v", e.Queue, e.Err) }

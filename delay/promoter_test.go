@@ -101,6 +101,9 @@ func runPromoters(ctx context.Context) error {
 func TestPromoteExactlyOnceUnderKill(t *testing.T) {
 	t.Parallel()
 	for _, td := range timerDrivers {
+		if td.Partitions == 1 {
+			continue // a shard.Driver of 1 partition passes promotion through: the plain drivers' runs cover it
+		}
 		t.Run(td.Name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
@@ -127,9 +130,10 @@ func TestPromoteExactlyOnceUnderKill(t *testing.T) {
 				return running == 2, err
 			})
 
-			// The first timer is due 3 s from now: the enqueue of 10,000
-			// timers took over a second under a full make test on 2 cores.
-			first := time.Now().Add(3 * time.Second)
+			// The first timer is due 8 s from now: the enqueue of 10,000
+			// timers took over a second under a full make test on 2 cores,
+			// and up to 7 s with six variants and their children beside it.
+			first := time.Now().Add(8 * time.Second)
 			msgs := make([]*broker.Message, n)
 			for i := range msgs {
 				msgs[i] = &broker.Message{

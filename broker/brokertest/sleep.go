@@ -9,10 +9,42 @@ import (
 	"github.com/conveyorq/conveyor/broker"
 )
 
+// sleepResult is what a Sleep run in the background returned.
+type sleepResult struct {
+	woken bool
+	err   error
+}
+
+// sleepInBackground runs s.Sleep(ctx) in a goroutine and returns its
+// result on the channel.
+func sleepInBackground(ctx context.Context, s broker.Sleeper) <-chan sleepResult {
+	res := make(chan sleepResult, 1)
+	go func() {
+		woken, err := s.Sleep(ctx)
+		res <- sleepResult{woken, err}
+	}()
+	return res
+}
+
+// awaitWoken fails t unless res, a Sleep of a kept consumer, ends woken
+// within 5 s.
+func awaitWoken(t *testing.T, what string, res <-chan sleepResult) {
+	t.Helper()
+	select {
+	case r := <-res:
+		if r.err != nil || !r.woken {
+			t.Fatalf("Sleep %s = %v, %v; want woken", what, r.woken, r.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("Sleep %s did not return within 5s", what)
+	}
+}
+
 // testSleep proves a consumer that implements broker.Sleeper sleeps on an
-// empty queue (kept: until a job comes), wakes when a job is stored,
-// leases nothing (the job stays ready and the next Fetch gets it), and
-// returns ctx.Err() for a done context and broker.ErrClosed once closed.
+// empty queue (kept: until a job comes), is woken when a job is stored,
+// leases nothing (the job stays ready and the next Fetch gets it), is
+// woken at once after a Wake, and returns ctx.Err() for a done context and
+// broker.ErrClosed once closed.
 func testSleep(t *testing.T, e *env) {
 	const q = "sleep"
 	ctx := Context(t, time.Minute)
@@ -23,23 +55,15 @@ func testSleep(t *testing.T, e *env) {
 	}
 	ExpectNone(t, c, 100*time.Millisecond) // a caller sleeps after a Fetch found nothing
 
-	slept := make(chan error, 1)
-	go func() { slept <- s.Sleep(ctx) }()
+	slept := sleepInBackground(ctx, s)
 	select {
-	case err := <-slept:
-		t.Fatalf("Sleep on an empty queue returned %v before any job came", err)
+	case r := <-slept:
+		t.Fatalf("Sleep on an empty queue returned %v, %v before any job came", r.woken, r.err)
 	case <-time.After(300 * time.Millisecond):
 	}
 	m := NewMessage(q, 1)
 	Enqueue(t, e.d, m)
-	select {
-	case err := <-slept:
-		if err != nil {
-			t.Fatalf("Sleep woken by a job: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Sleep did not return within 5s of a job being stored")
-	}
+	awaitWoken(t, "woken by a job", slept)
 	if x, ok := e.d.(broker.Inspector); ok {
 		if got := sizesOf(t, x, q); got.Ready != 1 || got.InFlight != 0 {
 			t.Fatalf("after Sleep: ready %d, in flight %d; want 1 and 0 (Sleep leases nothing)", got.Ready, got.InFlight)
@@ -53,15 +77,21 @@ func testSleep(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 
+	// A wake-up given back wakes the next Sleep at once.
+	if err := s.Wake(ctx); err != nil {
+		t.Fatalf("Wake: %v", err)
+	}
+	awaitWoken(t, "after Wake", sleepInBackground(ctx, s))
+
 	done, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := s.Sleep(done); !errors.Is(err, context.Canceled) {
+	if _, err := s.Sleep(done); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Sleep with a done context = %v, want context.Canceled", err)
 	}
 	if err := c.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Sleep(ctx); !errors.Is(err, broker.ErrClosed) {
+	if _, err := s.Sleep(ctx); !errors.Is(err, broker.ErrClosed) {
 		t.Fatalf("Sleep after Close = %v, want broker.ErrClosed", err)
 	}
 }

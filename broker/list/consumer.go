@@ -194,17 +194,25 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 // (kept: until it comes; otherwise for at most a second, after which its
 // own Fetch would look for expired leases), or PauseLag while the queue is
 // known to be paused, and makes the next Fetch look at once.
-func (c *consumer) Sleep(ctx context.Context) error {
+func (c *consumer) Sleep(ctx context.Context) (bool, error) {
 	defer c.drained.Store(false)
 	if c.pause.Known() {
-		return pause.Wait(ctx, c.closing.Done())
+		return false, pause.Wait(ctx, c.closing.Done())
 	}
 	for {
 		woke, err := c.wait(ctx, -1)
 		if err != nil || woke || !c.kept {
-			return err
+			return woke && err == nil, err
 		}
 	}
+}
+
+// Wake implements broker.Sleeper: it sets the queue's wake signal.
+func (c *consumer) Wake(ctx context.Context) error {
+	if err := wake.Signal(ctx, c.d.client, c.k.wake); err != nil {
+		return fmt.Errorf("list: wake: %w", err)
+	}
+	return nil
 }
 
 // wait sleeps on the wake signal for at most keptBlock when kept, else for

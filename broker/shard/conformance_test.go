@@ -9,9 +9,7 @@ import (
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/broker/brokertest"
-	"github.com/conveyorq/conveyor/broker/list"
 	"github.com/conveyorq/conveyor/broker/shard"
-	"github.com/conveyorq/conveyor/broker/stream"
 	"github.com/conveyorq/conveyor/internal/keys"
 )
 
@@ -24,16 +22,7 @@ func TestConformance(t *testing.T) {
 				t.Parallel()
 				brokertest.Run(t, func(t *testing.T, prefix string) broker.Driver {
 					rdb := brokertest.Client(t)
-					var inner broker.Driver
-					var err error
-					if driver == "list" {
-						inner, err = list.New(rdb, &list.Config{Prefix: prefix})
-					} else {
-						inner, err = stream.New(rdb, &stream.Config{Prefix: prefix})
-					}
-					if err != nil {
-						t.Fatal(err)
-					}
+					inner := innerDriver(t, driver, rdb, prefix)
 					d, err := shard.New(inner, shard.Config{Partitions: n})
 					if err != nil {
 						t.Fatal(err)

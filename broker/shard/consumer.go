@@ -37,10 +37,11 @@ type consumer struct {
 	wctx context.Context
 	wg   sync.WaitGroup
 
-	mu     sync.Mutex
-	parked []bool        // partition k sleeps
-	woken  chan struct{} // closed and replaced when a sleep ends
-	closed bool
+	mu       sync.Mutex
+	fetching int           // Fetch calls under way
+	parked   []bool        // partition k sleeps
+	woken    chan struct{} // closed and replaced when a sleep ends
+	closed   bool
 }
 
 func (d *Driver) openSharded(ctx context.Context, queue string, ps []string, opts *broker.ConsumerOptions) (broker.Consumer, error) {

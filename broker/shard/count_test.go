@@ -8,9 +8,7 @@ import (
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/broker/brokertest"
-	"github.com/conveyorq/conveyor/broker/list"
 	"github.com/conveyorq/conveyor/broker/shard"
-	"github.com/conveyorq/conveyor/broker/stream"
 	"github.com/conveyorq/conveyor/internal/redistest"
 )
 
@@ -28,16 +26,7 @@ func TestCountChangeRefused(t *testing.T) {
 			defer cancel()
 			prefix := redistest.Prefix(t)
 			rdb := brokertest.Client(t)
-			var in broker.Driver
-			var err error
-			if driver == "list" {
-				in, err = list.New(rdb, &list.Config{Prefix: prefix})
-			} else {
-				in, err = stream.New(rdb, &stream.Config{Prefix: prefix})
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			in := innerDriver(t, driver, rdb, prefix)
 			split := func(n int) *shard.Driver {
 				d, err := shard.New(in, shard.Config{Queues: map[string]int{"orders": n, "plain": n}})
 				if err != nil {
@@ -62,7 +51,7 @@ func TestCountChangeRefused(t *testing.T) {
 			}
 			four := split(4)
 			refused("Enqueue with 4 partitions", four.Enqueue(ctx, msg("orders", "b")), 6, 4)
-			_, err = four.Open(ctx, "orders", nil)
+			_, err := four.Open(ctx, "orders", nil)
 			refused("Open with 4 partitions", err, 6, 4)
 			whole, err := shard.New(in, shard.Config{})
 			if err != nil {

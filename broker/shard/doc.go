@@ -32,8 +32,13 @@
 // found empty is parked: it sleeps in Redis on its own wake signal
 // (broker.Sleeper), leasing nothing, and later Fetch calls pass over it at
 // no cost until a job comes. When every partition sleeps, Fetch waits for
-// the first to wake (one blocked connection per partition, no polling).
-// The settles of one batch go to their partitions at the same time.
+// the first to wake: a kept consumer's (a pool's) partitions sleep until
+// a job comes, others look again after a second or so, as on a whole
+// queue. A partition that wakes while no Fetch of its consumer is under
+// way (the pool's workers are busy) gives the wake-up back to the queue's
+// other consumers. Each sleeping partition holds a connection of the
+// client's pool. The settles of one batch go to their partitions at the
+// same time.
 //
 // # What changes on a split queue
 //
@@ -46,7 +51,11 @@
 //   - Inspector lists merge the partitions' pages in the state's order;
 //     PurgeDelayed with a maximum purges the earliest timers of the whole
 //     queue, while PurgeReady, Redrive and PurgeDiscarded with a maximum
-//     take from the partitions in turn (oldest first within each).
+//     take from the partitions one after the other (oldest first within
+//     each).
+//   - Each partition stores its jobs on its own: MaxLen applies per
+//     partition, and a refused partition's *broker.QueueError names the
+//     messages it refused (QueueError.Messages).
 //   - Pause and resume act on every partition; one keeper, elected on the
 //     first partition, promotes timers and reaps leases for all of them.
 //

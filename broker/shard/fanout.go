@@ -268,7 +268,7 @@ func (d *Driver) EnqueueFire(ctx context.Context, series string, msg *broker.Mes
 	q := msg.Queue
 	*msg = c
 	msg.Queue = q
-	return ok, d.outerErr(err, nil)
+	return ok, d.outerErr(err, nil, nil)
 }
 
 func seriesIndex(series string, n int) int {

@@ -30,6 +30,14 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 	if max < 1 {
 		return nil, fmt.Errorf("conveyor: fetch: max %d is under 1", max)
 	}
+	c.mu.Lock()
+	c.fetching++
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.fetching--
+		c.mu.Unlock()
+	}()
 	for {
 		c.mu.Lock()
 		if c.closed {
@@ -141,24 +149,54 @@ func (c *consumer) park(k int) {
 	c.mu.Unlock()
 	go func() {
 		defer c.wg.Done()
-		if s, ok := c.cons[k].(broker.Sleeper); ok {
-			_ = s.Sleep(c.wctx) // an error shows in the partition's next Fetch
+		s, ok := c.cons[k].(broker.Sleeper)
+		var (
+			woken bool
+			err   error
+		)
+		if ok {
+			woken, err = s.Sleep(c.wctx)
 		} else {
-			t := time.NewTimer(time.Second)
-			select {
-			case <-t.C:
-			case <-c.wctx.Done():
-			}
-			t.Stop()
+			c.pause(time.Second)
+		}
+		if err != nil && c.wctx.Err() == nil && !errors.Is(err, broker.ErrClosed) {
+			// The partition's next Fetch would not show it (its wait is
+			// called off before it is sent): say it here, and look again
+			// after a second rather than at once.
+			c.d.log.Warn("shard: sleeping on an empty partition failed; looking again in a second",
+				"queue", c.queue, "partition", c.parts[k], "error", err)
+			c.pause(time.Second)
 		}
 		c.mu.Lock()
 		c.parked[k] = false
+		attended := c.fetching > 0
 		if !c.closed {
 			close(c.woken)
 			c.woken = make(chan struct{})
 		}
 		c.mu.Unlock()
+		if woken && !attended {
+			// No Fetch of this consumer will take what woke it (the
+			// caller's workers are busy): give the wake-up back, so that
+			// an idle consumer elsewhere takes the job.
+			ctx, cancel := context.WithTimeout(c.wctx, 5*time.Second)
+			if err := s.Wake(ctx); err != nil && c.wctx.Err() == nil {
+				c.d.log.Warn("shard: giving back a wake-up failed; the queue's keeper wakes a consumer within a second",
+					"queue", c.queue, "partition", c.parts[k], "error", err)
+			}
+			cancel()
+		}
 	}()
+}
+
+// pause waits d, or until the consumer is closed.
+func (c *consumer) pause(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-c.wctx.Done():
+	}
 }
 
 // handBack releases deliveries of the logical queue that Fetch will not
@@ -167,7 +205,7 @@ func (c *consumer) handBack(ds []*broker.Delivery) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := c.Release(ctx, ds...); err != nil {
-		c.d.log.Warn("shard: handing back jobs fetched beside a job on its last chance failed; their leases bring them back",
+		c.d.log.Warn("shard: handing back jobs fetched beside a job on its last chance failed; they come back when their leases run out, counted as a recovery",
 			"queue", c.queue, "jobs", len(ds), "error", err)
 	}
 }

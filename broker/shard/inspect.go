@@ -429,7 +429,7 @@ func (d *Driver) DeleteQueue(ctx context.Context, queue string, force bool) (bro
 		out.Keys += r.Keys
 		out.Registered = out.Registered || r.Registered
 		if err != nil {
-			return out, d.outerErr(err, nil)
+			return out, d.outerErr(err, nil, nil)
 		}
 	}
 	d.forget(queue)

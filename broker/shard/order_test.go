@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/broker/brokertest"
-	"github.com/conveyorq/conveyor/broker/list"
 	"github.com/conveyorq/conveyor/broker/shard"
-	"github.com/conveyorq/conveyor/broker/stream"
 	"github.com/conveyorq/conveyor/internal/drivertest"
 	"github.com/conveyorq/conveyor/internal/redistest"
 	"github.com/conveyorq/conveyor/worker"
@@ -41,16 +41,7 @@ func TestGroupOrderAcrossPartitions(t *testing.T) {
 			prefix := redistest.Prefix(t)
 			open := func() *shard.Driver {
 				rdb := brokertest.Client(t)
-				var in broker.Driver
-				var err error
-				if driver == "list" {
-					in, err = list.New(rdb, &list.Config{Prefix: prefix})
-				} else {
-					in, err = stream.New(rdb, &stream.Config{Prefix: prefix})
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
+				in := innerDriver(t, driver, rdb, prefix)
 				d, err := shard.New(in, shard.Config{Queues: map[string]int{q: parts}})
 				if err != nil {
 					t.Fatal(err)
@@ -167,4 +158,15 @@ func TestGroupOrderAcrossPartitions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// innerDriver builds the durable driver called name (list or stream) on
+// rdb, its keys under prefix.
+func innerDriver(t *testing.T, name string, rdb redis.UniversalClient, prefix string) broker.Driver {
+	t.Helper()
+	td, ok := drivertest.Named(name)
+	if !ok {
+		t.Fatalf("no durable driver %q", name)
+	}
+	return td.Must(t, rdb, prefix)
 }

@@ -107,14 +107,20 @@ func (d *Driver) Partitions(queue string) []string {
 	if ps, ok := d.parts[queue]; ok {
 		return ps
 	}
-	ps := partitionNames(queue, n)
+	ps := PartitionNames(queue, n)
 	d.parts[queue] = ps
 	return ps
 }
 
-// partitionNames picks, for each of n equal ranges of hash slots, the name
-// queue#s with the least s whose slot falls in that range.
-func partitionNames(queue string, n int) []string {
+// PartitionNames returns the names of the n partitions of queue (queue
+// itself when n is 1), as Driver.Partitions does for a queue of that
+// count: for each of n equal ranges of hash slots, the name queue#s with
+// the least s whose slot falls in that range. Tools that read a split
+// queue's keys (the CLI, the dashboard) name its partitions with it.
+func PartitionNames(queue string, n int) []string {
+	if n <= 1 {
+		return []string{queue}
+	}
 	ps := make([]string, n)
 	left := n
 	for s := 0; left > 0; s++ {
@@ -169,6 +175,13 @@ func route(m *broker.Message, n int) int {
 		key = "u:" + m.UniqueKey
 	}
 	return hashIndex(key, n)
+}
+
+// PartitionOf returns the name of the partition (of its queue) that m
+// goes to: the queue's own name when the queue is whole.
+func (d *Driver) PartitionOf(m *broker.Message) string {
+	ps := d.Partitions(m.Queue)
+	return ps[route(m, len(ps))]
 }
 
 // byID returns the index of the partition a job of this ID without a group
@@ -289,6 +302,7 @@ func (d *Driver) Check(ctx context.Context) error { return d.d.Check(ctx) }
 func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 	inner := make([]*broker.Message, 0, len(msgs))
 	outer := make(map[*broker.Message]*broker.Message, len(msgs))
+	byPart := make(map[string][]*broker.Message) // a split queue's partition -> the caller's messages in it
 	var errs *multierror.Error
 	refused := make(map[string]bool)
 	for _, m := range msgs {
@@ -310,10 +324,12 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 			continue
 		}
 		c := *m
-		ps := d.Partitions(m.Queue)
-		c.Queue = ps[route(m, len(ps))]
+		c.Queue = d.PartitionOf(m)
 		inner = append(inner, &c)
 		outer[&c] = m
+		if c.Queue != m.Queue {
+			byPart[c.Queue] = append(byPart[c.Queue], m)
+		}
 	}
 	var err error
 	if len(inner) > 0 {
@@ -325,7 +341,7 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 		*m = *c
 		m.Queue = q
 	}
-	if err = d.outerErr(err, outer); err == nil {
+	if err = d.outerErr(err, outer, byPart); err == nil {
 		return errs.ErrorOrNil()
 	}
 	if errs == nil {
@@ -335,14 +351,26 @@ func (d *Driver) Enqueue(ctx context.Context, msgs []*broker.Message) error {
 }
 
 // outerErr rewrites the partition names and messages in err (from the
-// inner driver) to the logical queue's and the caller's.
-func (d *Driver) outerErr(err error, outer map[*broker.Message]*broker.Message) error {
+// inner driver) to the logical queue's and the caller's. A refusal of one
+// partition of a split queue names the caller's messages it concerns
+// (QueueError.Messages, from byPart): the queue's other partitions stored
+// theirs.
+func (d *Driver) outerErr(err error, outer map[*broker.Message]*broker.Message, byPart map[string][]*broker.Message) error {
 	if err == nil {
 		return nil
 	}
 	for _, e := range errlist.Split(err) {
 		var qe *broker.QueueError
 		if errors.As(e, &qe) {
+			if ms, ok := byPart[qe.Queue]; ok {
+				qe.Messages = ms
+			} else {
+				for i, m := range qe.Messages {
+					if o := outer[m]; o != nil {
+						qe.Messages[i] = o
+					}
+				}
+			}
 			qe.Queue = d.Logical(qe.Queue)
 		}
 		var de *broker.DuplicateError

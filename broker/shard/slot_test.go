@@ -19,7 +19,7 @@ func TestSlot(t *testing.T) {
 func TestPartitionNamesSpread(t *testing.T) {
 	t.Parallel()
 	for _, n := range []int{2, 3, 6, 16, 64} {
-		ps := partitionNames("orders", n)
+		ps := PartitionNames("orders", n)
 		seen := map[string]bool{}
 		for k, p := range ps {
 			if got := int(slot(p)) * n / slots; got != k {
@@ -30,7 +30,7 @@ func TestPartitionNamesSpread(t *testing.T) {
 			}
 			seen[p] = true
 		}
-		again := partitionNames("orders", n)
+		again := PartitionNames("orders", n)
 		for k := range ps {
 			if again[k] != ps[k] {
 				t.Errorf("n=%d: names change between calls: %q then %q", n, ps[k], again[k])

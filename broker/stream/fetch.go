@@ -90,6 +90,9 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 			continue // a takeover pass is under way: go on with it, do not wait
 		}
 		c.idle()
+		if err := ctx.Err(); err != nil {
+			return nil, err // the Idle hook may end ctx: start no read
+		}
 		if c.kept {
 			if err := c.sleep(ctx); err != nil {
 				return nil, err
@@ -133,23 +136,32 @@ func (c *consumer) signal(key string) {
 // PollInterval, the time after which its own Fetch would read again (its
 // blocking read would lease what it found). While the queue is known to be
 // paused it waits PauseLag.
-func (c *consumer) Sleep(ctx context.Context) error {
+func (c *consumer) Sleep(ctx context.Context) (bool, error) {
 	if c.pause.Known() {
-		return pause.Wait(ctx, c.closing.Done())
+		return false, pause.Wait(ctx, c.closing.Done())
 	}
 	if c.kept {
-		return c.sleep(ctx)
+		err := c.sleep(ctx)
+		return err == nil, err
 	}
 	t := time.NewTimer(c.d.cfg.PollInterval)
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return nil
+		return false, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return false, ctx.Err()
 	case <-c.closing.Done():
-		return fmt.Errorf("stream: fetch: %w", broker.ErrClosed)
+		return false, fmt.Errorf("stream: fetch: %w", broker.ErrClosed)
 	}
+}
+
+// Wake implements broker.Sleeper: it sets the queue's wake signal.
+func (c *consumer) Wake(ctx context.Context) error {
+	if err := wake.Signal(ctx, c.d.rdb, c.keys.wake); err != nil {
+		return fmt.Errorf("stream: wake: %w", err)
+	}
+	return nil
 }
 
 // sleep waits on the queue's wake signals until one wakes the consumer, ctx

@@ -115,7 +115,7 @@ func (s *spec) parse(args []string, std stdio) (*invocation, error) {
 			}
 		}
 	}
-	if _, err := inv.t.parseURL(); err != nil {
+	if err := inv.t.checkURL(); err != nil {
 		// Often REDIS_URL's, not the command line's: one line, without
 		// the pointer to the flags' help.
 		fmt.Fprintf(std.err, "conveyor %s: %v\n", s.name, err)

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor"
+	"github.com/conveyorq/conveyor/cmd/conveyor/benchkit"
 	"github.com/conveyorq/conveyor/internal/queueprobe"
 	"github.com/conveyorq/conveyor/internal/redischeck"
 )
@@ -21,7 +23,7 @@ var errNotFound = errors.New("not found")
 // conn is a command's connection: a Redis client and the two durable
 // drivers on it, each with its Inspector (queueprobe.Set).
 type conn struct {
-	rdb *redis.Client
+	rdb redis.UniversalClient
 	t   *target
 	*queueprobe.Set
 }
@@ -32,7 +34,14 @@ type conn struct {
 // (redischeck.Unreachable). Commands are not retried on a network error: a
 // re-drive or purge whose reply was lost would otherwise run a step twice;
 // the operator sees the error and runs the command again.
-func (t *target) dial(ctx context.Context) (*redis.Client, error) {
+//
+// A URL with addr parameters names a Redis Cluster
+// (redis://host:port?addr=host:port&addr=host:port, go-redis's cluster
+// URL): the client is then a cluster client.
+func (t *target) dial(ctx context.Context) (redis.UniversalClient, error) {
+	if benchkit.ClusterURL(t.redisURL) {
+		return t.dialCluster(ctx)
+	}
 	opts, err := t.parseURL()
 	if err != nil {
 		return nil, err
@@ -46,6 +55,47 @@ func (t *target) dial(ctx context.Context) (*redis.Client, error) {
 		return nil, redischeck.Unreachable(opts.Addr, t.urlFrom(os.Getenv), err)
 	}
 	return rdb, nil
+}
+
+// dialCluster is dial for a Redis Cluster URL.
+func (t *target) dialCluster(ctx context.Context) (redis.UniversalClient, error) {
+	opts, err := t.clusterOptions()
+	if err != nil {
+		return nil, err
+	}
+	from := t.urlFrom(os.Getenv)
+	opts.MaxRetries = -1
+	opts.DialerRetries = 1
+	opts.DialTimeout = 5 * time.Second
+	rdb := redis.NewClusterClient(opts)
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		_ = rdb.Close()
+		return nil, redischeck.Unreachable(strings.Join(opts.Addrs, ","), from, err)
+	}
+	return rdb, nil
+}
+
+// clusterOptions parses t's Redis Cluster URL; its error is one line
+// naming where the URL came from, without the URL (it may hold a
+// password).
+func (t *target) clusterOptions() (*redis.ClusterOptions, error) {
+	opts, err := redis.ParseClusterURL(t.redisURL)
+	if err != nil {
+		return nil, fmt.Errorf("%s is not a Redis Cluster URL (%s); want redis://host:port?addr=host:port&addr=host:port",
+			t.urlFrom(os.Getenv), strings.TrimPrefix(err.Error(), "redis: "))
+	}
+	return opts, nil
+}
+
+// checkURL reports whether t's Redis URL parses, as one server's or, with
+// addr parameters, a Redis Cluster's.
+func (t *target) checkURL() error {
+	if benchkit.ClusterURL(t.redisURL) {
+		_, err := t.clusterOptions()
+		return err
+	}
+	_, err := t.parseURL()
+	return err
 }
 
 // parseURL parses t's Redis URL; its error is one line naming where the

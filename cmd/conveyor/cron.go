@@ -73,7 +73,7 @@ func runCron(ctx context.Context, args []string, std stdio) error {
 			out[k] = seriesOut{Name: s.Name, Recorded: true, LastFire: s.LastFire}
 		}
 	} else {
-		timers := inv.c.Driver(inv.probe.Driver).(broker.Timers)
+		timers := inv.c.DriverFor(inv.probe).(broker.Timers)
 		out = make([]seriesOut, len(names))
 		for k, n := range names {
 			out[k].Name = n

@@ -118,7 +118,7 @@ func runEnqueue(ctx context.Context, args []string, std stdio) error {
 		}
 	}
 	p := inv.probe
-	client, err := conveyor.NewClient(inv.c.Driver(p.Driver), &conveyor.ClientConfig{DefaultQueue: queue})
+	client, err := conveyor.NewClient(inv.c.DriverFor(p), &conveyor.ClientConfig{DefaultQueue: queue})
 	if err != nil {
 		return err
 	}

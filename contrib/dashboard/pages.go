@@ -132,7 +132,7 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	match := q.Get("match")
-	names, err := h.set.Shared().Queues(ctx)
+	names, err := h.set.Queues(ctx)
 	if err != nil {
 		return err
 	}

@@ -56,19 +56,7 @@ func sharded(d Driver, n int) Driver {
 
 // Parts returns the queues queue is stored in: its partitions, or queue
 // itself.
-func (d Driver) Parts(queue string) []string {
-	if d.Partitions <= 1 {
-		return []string{queue}
-	}
-	s, err := shard.New(nopDriver{}, shard.Config{Partitions: d.Partitions})
-	if err != nil {
-		panic(err) // Partitions is a constant of this package
-	}
-	return s.Partitions(queue)
-}
-
-// nopDriver is the inner driver of the shard.Driver Parts asks for names.
-type nopDriver struct{ broker.Driver }
+func (d Driver) Parts(queue string) []string { return shard.PartitionNames(queue, d.Partitions) }
 
 // Durable are the at-least-once drivers: list and stream.
 var Durable = []Driver{

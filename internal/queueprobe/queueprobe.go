@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -11,9 +15,11 @@ import (
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/broker/list"
+	"github.com/conveyorq/conveyor/broker/shard"
 	"github.com/conveyorq/conveyor/broker/stream"
 	"github.com/conveyorq/conveyor/internal/history"
 	"github.com/conveyorq/conveyor/internal/keys"
+	"github.com/conveyorq/conveyor/internal/partitions"
 	"github.com/conveyorq/conveyor/internal/pause"
 	"github.com/conveyorq/conveyor/internal/registry"
 )
@@ -49,6 +55,16 @@ type Set struct {
 	cfg     Config
 	drivers map[string]broker.Driver
 	insps   map[string]*conveyor.Inspector
+
+	mu    sync.Mutex
+	split map[string]splitQueue // by "<driver>/<queue>/<partitions>"
+}
+
+// splitQueue is a split queue's driver (a shard.Driver over one of the
+// set's drivers) and its Inspector.
+type splitQueue struct {
+	d    broker.Driver
+	insp *conveyor.Inspector
 }
 
 // New returns the drivers of cfg's prefix on rdb. Their discard records
@@ -56,7 +72,7 @@ type Set struct {
 // read, and a reader does not know the apps' setting, so retention is
 // left to the apps' own drivers and a read changes nothing.
 func New(rdb redis.UniversalClient, cfg *Config) (*Set, error) {
-	s := &Set{rdb: rdb, drivers: map[string]broker.Driver{}, insps: map[string]*conveyor.Inspector{}}
+	s := &Set{rdb: rdb, drivers: map[string]broker.Driver{}, insps: map[string]*conveyor.Inspector{}, split: map[string]splitQueue{}}
 	if cfg != nil {
 		s.cfg = *cfg
 	}
@@ -109,18 +125,64 @@ type Queue struct {
 	// Known: the queue is in the registry or has keys.
 	Known  bool
 	Paused bool
+	// Partitions, when over 1, is the partition count a shard.Driver
+	// recorded for the queue (broker/shard): its jobs live in that many
+	// partitions, which Driver and Paused describe together.
+	Partitions int
 }
 
 // Probe reads what the keys of queues say about them, in one round trip
 // of O(1) commands: the registry's SISMEMBER, the TYPE of the stream
 // driver's {q}:stream and of the list driver's {q}:ready, EXISTS of the
 // list driver's {q}:lease, of {q}:paused, and of the keys both drivers
-// keep ({q}:delayed, {q}:dead, {q}:stats).
+// keep ({q}:delayed, {q}:dead, {q}:stats), and GET of {q}:partitions. A
+// split queue's partitions are probed in a second round trip, and what
+// they say is the queue's.
 func (s *Set) Probe(ctx context.Context, queues ...string) ([]Queue, error) {
+	out, err := s.probe(ctx, queues)
+	if err != nil {
+		return nil, err
+	}
+	var parts []string
+	for _, q := range out {
+		if q.Partitions > 1 {
+			parts = append(parts, shard.PartitionNames(q.Name, q.Partitions)...)
+		}
+	}
+	if len(parts) == 0 {
+		return out, nil
+	}
+	pq, err := s.probe(ctx, parts)
+	if err != nil {
+		return nil, err
+	}
+	for k := range out {
+		q := &out[k]
+		if q.Partitions <= 1 {
+			continue
+		}
+		for _, p := range pq[:q.Partitions] {
+			switch {
+			case p.Driver != "" && q.Driver != "" && p.Driver != q.Driver:
+				return nil, fmt.Errorf("queue %q has partitions of both the list and the stream driver: %w", q.Name, ErrDriver)
+			case p.Driver != "":
+				q.Driver = p.Driver
+			}
+			q.Paused = q.Paused || p.Paused
+		}
+		q.Known = true
+		pq = pq[q.Partitions:]
+	}
+	return out, nil
+}
+
+// probe is Probe without a look into split queues' partitions.
+func (s *Set) probe(ctx context.Context, queues []string) ([]Queue, error) {
 	type reads struct {
 		member                *redis.BoolCmd
 		streamType, readyType *redis.StatusCmd
 		lease, paused, shared *redis.IntCmd
+		parts                 *redis.StringCmd
 	}
 	prefix := s.cfg.Prefix
 	rs := make([]reads, len(queues))
@@ -134,11 +196,12 @@ func (s *Set) Probe(ctx context.Context, queues ...string) ([]Queue, error) {
 				lease:      p.Exists(ctx, qk.Part("lease")),
 				paused:     p.Exists(ctx, pause.Key(prefix, q)),
 				shared:     p.Exists(ctx, qk.Part("delayed"), qk.Part("dead"), qk.Part("stats")),
+				parts:      p.Get(ctx, partitions.Key(prefix, q)),
 			}
 		}
 		return nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("read the queues' keys: %w", err)
 	}
 	out := make([]Queue, len(queues))
@@ -146,6 +209,9 @@ func (s *Set) Probe(ctx context.Context, queues ...string) ([]Queue, error) {
 		isStream := r.streamType.Val() == "stream"
 		isList := r.readyType.Val() == "list" || r.lease.Val() > 0
 		q := Queue{Name: queues[k], Paused: r.paused.Val() > 0}
+		if n, err := strconv.Atoi(r.parts.Val()); err == nil && n > 1 && n <= shard.MaxPartitions {
+			q.Partitions = n
+		}
 		switch {
 		case isStream && isList:
 			return nil, fmt.Errorf("queue %q has keys of both the list and the stream driver: %w", queues[k], ErrDriver)
@@ -198,7 +264,105 @@ func (s *Set) Open(ctx context.Context, queue string, write, mayBeNew bool) (*co
 		return nil, q, err
 	}
 	q.Driver = name
-	return s.insps[name], q, nil
+	return s.inspectorOf(q), q, nil
+}
+
+// DriverFor returns the driver that reads and writes the queue q describes,
+// its Driver set (by Open): the set's driver of that name, or for a split
+// queue a shard.Driver over it with the queue's recorded partitions.
+func (s *Set) DriverFor(q Queue) broker.Driver {
+	if q.Partitions <= 1 {
+		return s.drivers[q.Driver]
+	}
+	return s.splitOf(q).d
+}
+
+// inspectorOf is DriverFor's Inspector.
+func (s *Set) inspectorOf(q Queue) *conveyor.Inspector {
+	if q.Partitions <= 1 {
+		return s.insps[q.Driver]
+	}
+	return s.splitOf(q).insp
+}
+
+// splitOf returns (making it the first time) the shard.Driver of the
+// split queue q, over the set's driver q.Driver, and its Inspector.
+func (s *Set) splitOf(q Queue) splitQueue {
+	key := fmt.Sprintf("%s/%s/%d", q.Driver, q.Name, q.Partitions)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sq, ok := s.split[key]; ok {
+		return sq
+	}
+	d, err := shard.New(s.drivers[q.Driver], shard.Config{Queues: map[string]int{q.Name: q.Partitions}})
+	if err != nil {
+		panic(err) // the count was checked when it was read (1 to shard.MaxPartitions)
+	}
+	insp, err := conveyor.NewInspector(d, nil)
+	if err != nil {
+		panic(err) // a nil config over a valid driver
+	}
+	sq := splitQueue{d: d, insp: insp}
+	s.split[key] = sq
+	return sq
+}
+
+// Queues returns the queues of the registry, sorted by name, each split
+// queue once under its own name instead of its partitions' (read: the
+// registry in pages of 1,000, then one GET of {q}:partitions for each
+// name a partition's could be).
+func (s *Set) Queues(ctx context.Context) ([]string, error) {
+	names, err := s.Shared().Queues(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var bases []string
+	seen := map[string]bool{}
+	for _, n := range names {
+		if i := strings.LastIndexByte(n, '#'); i > 0 && !seen[n[:i]] {
+			seen[n[:i]] = true
+			bases = append(bases, n[:i])
+		}
+	}
+	if len(bases) == 0 {
+		return names, nil
+	}
+	counts := make([]*redis.StringCmd, len(bases))
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for k, b := range bases {
+			counts[k] = p.Get(ctx, partitions.Key(s.Prefix(), b))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("read the queues' partition counts: %w", err)
+	}
+	part := map[string]bool{}
+	listed := map[string]bool{}
+	for _, n := range names {
+		listed[n] = true
+	}
+	for k, b := range bases {
+		n, err := strconv.Atoi(counts[k].Val())
+		if err != nil || n <= 1 || n > shard.MaxPartitions {
+			continue
+		}
+		for _, p := range shard.PartitionNames(b, n) {
+			part[p] = true
+		}
+		if !listed[b] {
+			listed[b] = true
+			names = append(names, b)
+		}
+	}
+	out := names[:0]
+	for _, n := range names {
+		if !part[n] {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // Figures are a queue's probe and its figures.
@@ -214,7 +378,7 @@ type Figures struct {
 // (Inspector.QueueSizes). Queue.Driver is as the keys say ("" when they
 // do not).
 func (s *Set) Overview(ctx context.Context) ([]Figures, error) {
-	names, err := s.Shared().Queues(ctx)
+	names, err := s.Queues(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -230,14 +394,23 @@ func (s *Set) Figures(ctx context.Context, names ...string) ([]Figures, error) {
 		return nil, err
 	}
 	byDriver := map[string][]int{}
+	out := make([]Figures, len(names))
 	for k, q := range probes {
 		d, err := s.DriverOf(q, false)
 		if err != nil {
 			return nil, err
 		}
+		if q.Partitions > 1 {
+			q.Driver = d
+			sizes, err := s.inspectorOf(q).QueueSizes(ctx, q.Name)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = Figures{Queue: probes[k], QueueSizes: sizes[0]}
+			continue
+		}
 		byDriver[d] = append(byDriver[d], k)
 	}
-	out := make([]Figures, len(names))
 	for d, idx := range byDriver {
 		qs := make([]string, len(idx))
 		for k, i := range idx {

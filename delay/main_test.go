@@ -12,6 +12,7 @@ import (
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/drivertest"
 	"github.com/conveyorq/conveyor/internal/proctest"
+	"github.com/conveyorq/conveyor/internal/redistest"
 	"github.com/conveyorq/conveyor/internal/timers"
 )
 
@@ -34,12 +35,24 @@ func startChild(t testing.TB, name string, env ...string) *proctest.Child {
 var childClient = proctest.Client
 
 // timerDrivers are the drivers with timers the tests run on: the durable
-// drivers, plain and behind a shard.Driver of 1 and of 6 partitions. The
+// drivers, plain and behind a shard.Driver of 6 partitions, and on a Redis
+// Cluster (make test-cluster) of 1 partition too (on one server that
+// passes every call through to the plain drivers, which run anyway). The
 // benchmarks run on benchDrivers, whole queues only.
 var (
-	timerDrivers = append(slices.Clone(drivertest.Durable), drivertest.Sharded...)
+	timerDrivers = shardedToo(drivertest.Durable, drivertest.Sharded)
 	benchDrivers = drivertest.Durable
 )
+
+func shardedToo(plain, sharded []drivertest.Driver) []drivertest.Driver {
+	out := slices.Clone(plain)
+	for _, d := range sharded {
+		if d.Partitions > 1 || redistest.IsCluster() {
+			out = append(out, d)
+		}
+	}
+	return out
+}
 
 // mustDriver makes the driver for a test.
 // childDriver builds, in a child process, the driver named driver under

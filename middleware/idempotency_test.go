@@ -171,7 +171,9 @@ func TestIdempotencyLeaseRenewed(t *testing.T) {
 	rdb := redistest.Client(t)
 	prefix := redistest.Prefix(t)
 	ctx := context.Background()
-	const lease = 60 * time.Millisecond
+	// Renewed every 100 ms: a 60 ms lease (renewed every 20 ms) ran out
+	// under a full make test on 2 cores (the copy ran).
+	const lease = 300 * time.Millisecond
 	once, err := middleware.Idempotency(rdb, &middleware.IdempotencyConfig{Prefix: prefix, Lease: lease})
 	if err != nil {
 		t.Fatal(err)

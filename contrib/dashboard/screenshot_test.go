@@ -40,11 +40,7 @@ func TestScreenshots(t *testing.T) {
 	if err := e.d.Enqueue(e.ctx, []*broker.Message{msg}); err != nil {
 		t.Fatal(err)
 	}
-	tb := b.tab(t, "", "")
 	const width = 1280
-	if _, err := chromedp.Run(tb.ctx, chromedp.EmulateViewport(width, 900)); err != nil {
-		t.Fatal(err)
-	}
 	for _, s := range []struct{ file, path string }{
 		{"dashboard-queues.png", ""},
 		{"dashboard-queue.png", "queue?q=work"},
@@ -52,6 +48,12 @@ func TestScreenshots(t *testing.T) {
 		{"dashboard-finished.png", "queue?q=done&state=finished"},
 		{"dashboard-record.png", "job?q=done&id=bad1&state=finished"},
 	} {
+		// A tab per picture: a tab's life is bounded by browserWait, which
+		// five full-page pictures outlasted under a full make test.
+		tb := b.tab(t, "", "")
+		if _, err := chromedp.Run(tb.ctx, chromedp.EmulateViewport(width, 900)); err != nil {
+			t.Fatal(err)
+		}
 		if resp := tb.navigate(base + s.path); resp.Status != http.StatusOK {
 			t.Fatalf("%s: status %d", s.path, resp.Status)
 		}

@@ -54,6 +54,22 @@ func findFirst[T any](ctx context.Context, d *Driver, queue, id string, ask func
 	return last, nil
 }
 
+// listQueue returns a page of queue's list (list asks one queue, whole or
+// a partition): the inner driver's own page for a whole queue; for a split
+// one the partitions' pages merged in before order (mergePage), each entry
+// renamed to the logical queue by rename.
+func listQueue[T any](d *Driver, queue string, offset, limit int, list func(p string, offset, limit int) ([]T, int64, error), before func(a, b T) int, rename func(T)) ([]T, int64, error) {
+	ps := d.Partitions(queue)
+	if len(ps) == 1 {
+		return list(queue, offset, limit)
+	}
+	out, n, err := mergePage(ps, offset, limit, list, before)
+	for _, v := range out {
+		rename(v)
+	}
+	return out, n, err
+}
+
 // mergePage returns the page [offset, offset+limit) of the partitions'
 // lists merged in before order (ties go to the lower partition), and the
 // sum of their totals. It walks the merge from its start, reading each
@@ -185,17 +201,9 @@ func (d *Driver) PendingTimers(ctx context.Context, queue string, offset, limit 
 	if err := broker.ValidateQueue(queue); err != nil {
 		return nil, 0, err
 	}
-	ps := d.Partitions(queue)
-	if len(ps) == 1 {
-		return t.PendingTimers(ctx, queue, offset, limit)
-	}
-	ms, n, err := mergePage(ps, offset, limit, func(p string, o, l int) ([]*broker.Message, int64, error) {
+	return listQueue(d, queue, offset, limit, func(p string, o, l int) ([]*broker.Message, int64, error) {
 		return t.PendingTimers(ctx, p, o, l)
-	}, func(a, b *broker.Message) int { return a.RunAt.Compare(b.RunAt) })
-	for _, m := range ms {
-		m.Queue = queue
-	}
-	return ms, n, err
+	}, func(a, b *broker.Message) int { return a.RunAt.Compare(b.RunAt) }, func(m *broker.Message) { m.Queue = queue })
 }
 
 // WatchTimers merges the wake-ups of every partition.
@@ -356,23 +364,17 @@ func (d *Driver) WatchCancels(ctx context.Context, queues ...string) (<-chan bro
 // Pauser
 
 func (d *Driver) PauseQueue(ctx context.Context, queue string) error {
-	p, err := inner[broker.Pauser](d)
-	if err != nil {
-		return err
-	}
-	if err := broker.ValidateQueue(queue); err != nil {
-		return err
-	}
-	for _, q := range d.Partitions(queue) {
-		if err := p.PauseQueue(ctx, q); err != nil {
-			return err
-		}
-	}
-	return nil
+	return eachPartition(d, queue, func(p broker.Pauser, q string) error { return p.PauseQueue(ctx, q) })
 }
 
 func (d *Driver) ResumeQueue(ctx context.Context, queue string) error {
-	p, err := inner[broker.Pauser](d)
+	return eachPartition(d, queue, func(p broker.Pauser, q string) error { return p.ResumeQueue(ctx, q) })
+}
+
+// eachPartition runs f, with the inner driver as a T, on each partition of
+// queue in turn, stopping at the first error.
+func eachPartition[T any](d *Driver, queue string, f func(in T, partition string) error) error {
+	in, err := inner[T](d)
 	if err != nil {
 		return err
 	}
@@ -380,7 +382,7 @@ func (d *Driver) ResumeQueue(ctx context.Context, queue string) error {
 		return err
 	}
 	for _, q := range d.Partitions(queue) {
-		if err := p.ResumeQueue(ctx, q); err != nil {
+		if err := f(in, q); err != nil {
 			return err
 		}
 	}

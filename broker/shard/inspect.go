@@ -111,20 +111,14 @@ func (d *Driver) ListJobs(ctx context.Context, queue string, state broker.JobSta
 	if err := broker.ValidateQueue(queue); err != nil {
 		return nil, 0, err
 	}
-	ps := d.Partitions(queue)
-	if len(ps) == 1 {
-		return in.ListJobs(ctx, queue, state, offset, limit)
-	}
-	js, n, err := mergePage(ps, offset, limit, func(p string, o, l int) ([]*broker.JobInfo, int64, error) {
+	return listQueue(d, queue, offset, limit, func(p string, o, l int) ([]*broker.JobInfo, int64, error) {
 		return in.ListJobs(ctx, p, state, o, l)
-	}, jobOrder(state))
-	for _, j := range js {
+	}, jobOrder(state), func(j *broker.JobInfo) {
 		j.Queue = queue
 		if j.Record != nil {
 			j.Record.Queue = queue
 		}
-	}
-	return js, n, err
+	})
 }
 
 func jobOrder(state broker.JobState) func(a, b *broker.JobInfo) int {
@@ -262,17 +256,9 @@ func (d *Driver) ListDiscarded(ctx context.Context, queue string, offset, limit 
 	if err := broker.ValidateQueue(queue); err != nil {
 		return nil, 0, err
 	}
-	ps := d.Partitions(queue)
-	if len(ps) == 1 {
-		return ds.ListDiscarded(ctx, queue, offset, limit)
-	}
-	rs, n, err := mergePage(ps, offset, limit, func(p string, o, l int) ([]*broker.Discarded, int64, error) {
+	return listQueue(d, queue, offset, limit, func(p string, o, l int) ([]*broker.Discarded, int64, error) {
 		return ds.ListDiscarded(ctx, p, o, l)
-	}, func(a, b *broker.Discarded) int { return b.DiscardedAt.Compare(a.DiscardedAt) })
-	for _, r := range rs {
-		r.Queue = queue
-	}
-	return rs, n, err
+	}, func(a, b *broker.Discarded) int { return b.DiscardedAt.Compare(a.DiscardedAt) }, func(r *broker.Discarded) { r.Queue = queue })
 }
 
 func (d *Driver) GetDiscarded(ctx context.Context, queue, id string) (*broker.Discarded, error) {
@@ -356,17 +342,9 @@ func (d *Driver) ListRecords(ctx context.Context, queue string, offset, limit in
 	if err := broker.ValidateQueue(queue); err != nil {
 		return nil, 0, err
 	}
-	ps := d.Partitions(queue)
-	if len(ps) == 1 {
-		return rs.ListRecords(ctx, queue, offset, limit)
-	}
-	out, n, err := mergePage(ps, offset, limit, func(p string, o, l int) ([]*broker.JobRecord, int64, error) {
+	return listQueue(d, queue, offset, limit, func(p string, o, l int) ([]*broker.JobRecord, int64, error) {
 		return rs.ListRecords(ctx, p, o, l)
-	}, func(a, b *broker.JobRecord) int { return b.ExpiresAt.Compare(a.ExpiresAt) })
-	for _, r := range out {
-		r.Queue = queue
-	}
-	return out, n, err
+	}, func(a, b *broker.JobRecord) int { return b.ExpiresAt.Compare(a.ExpiresAt) }, func(r *broker.JobRecord) { r.Queue = queue })
 }
 
 func (d *Driver) RecordStats(ctx context.Context, queue string) (broker.RecordStats, error) {

@@ -26,8 +26,7 @@ func sleepInBackground(ctx context.Context, s broker.Sleeper) <-chan sleepResult
 	return res
 }
 
-// awaitWoken fails t unless res, a Sleep of a kept consumer, ends woken
-// within 5 s.
+// awaitWoken fails t unless res, a Sleep, ends woken within 5 s.
 func awaitWoken(t *testing.T, what string, res <-chan sleepResult) {
 	t.Helper()
 	select {
@@ -44,7 +43,8 @@ func awaitWoken(t *testing.T, what string, res <-chan sleepResult) {
 // empty queue (kept: until a job comes), is woken when a job is stored,
 // leases nothing (the job stays ready and the next Fetch gets it), is
 // woken at once after a Wake, and returns ctx.Err() for a done context and
-// broker.ErrClosed once closed.
+// broker.ErrClosed once closed; and that a consumer that is not kept is
+// woken by a job too, not only when its own wait for it runs out.
 func testSleep(t *testing.T, e *env) {
 	const q = "sleep"
 	ctx := Context(t, time.Minute)
@@ -93,5 +93,20 @@ func testSleep(t *testing.T, e *env) {
 	}
 	if _, err := s.Sleep(ctx); !errors.Is(err, broker.ErrClosed) {
 		t.Fatalf("Sleep after Close = %v, want broker.ErrClosed", err)
+	}
+
+	// Not kept: the job wakes the sleep, which reports it (a sleep that
+	// merely ran out reports false).
+	const q2 = "sleep-unkept"
+	c2 := Open(t, e.d, q2, nil)
+	s2 := c2.(broker.Sleeper)
+	slept = sleepInBackground(ctx, s2)
+	m2 := NewMessage(q2, 1)
+	Enqueue(t, e.d, m2)
+	awaitWoken(t, "not kept, woken by a job", slept)
+	if d := FetchOne(t, c2, 5*time.Second); d.ID != m2.ID {
+		t.Fatalf("Fetch after Sleep got %s, want %s", d.ID, m2.ID)
+	} else if err := c2.Ack(ctx, d); err != nil {
+		t.Fatal(err)
 	}
 }

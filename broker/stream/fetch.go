@@ -132,10 +132,12 @@ func (c *consumer) signal(key string) {
 }
 
 // Sleep implements broker.Sleeper. A kept consumer sleeps on its queue's
-// wake signals as its Fetch does (see sleep); one that is not kept waits
-// PollInterval, the time after which its own Fetch would read again (its
-// blocking read would lease what it found). While the queue is known to be
-// paused it waits PauseLag.
+// wake signals as its Fetch does (see sleep); one that is not kept sleeps
+// on them for at most PollInterval, the time after which its own Fetch
+// would read again and run its takeover pass (it cannot block in
+// XREADGROUP, which would lease what it found). Enqueues and promoted
+// timers set the wake signal, so either wakes for a new job at once.
+// While the queue is known to be paused it waits PauseLag.
 func (c *consumer) Sleep(ctx context.Context) (bool, error) {
 	if c.pause.Known() {
 		return false, pause.Wait(ctx, c.closing.Done())
@@ -144,16 +146,8 @@ func (c *consumer) Sleep(ctx context.Context) (bool, error) {
 		err := c.sleep(ctx)
 		return err == nil, err
 	}
-	t := time.NewTimer(c.d.cfg.PollInterval)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return false, nil
-	case <-ctx.Done():
-		return false, ctx.Err()
-	case <-c.closing.Done():
-		return false, fmt.Errorf("stream: fetch: %w", broker.ErrClosed)
-	}
+	key, err := c.wait(ctx, c.d.cfg.PollInterval)
+	return key == c.keys.wake && err == nil, err
 }
 
 // Wake implements broker.Sleeper: it sets the queue's wake signal.
@@ -182,7 +176,7 @@ func (c *consumer) Wake(ctx context.Context) error {
 func (c *consumer) sleep(ctx context.Context) error {
 	start := time.Now()
 	for {
-		key, err := c.wait(ctx)
+		key, err := c.wait(ctx, keptBlock)
 		if err != nil {
 			return err
 		}
@@ -202,10 +196,10 @@ func (c *consumer) sleep(ctx context.Context) error {
 	}
 }
 
-// wait sleeps on the queue's wake signals (internal/wake) for keptBlock,
+// wait sleeps on the queue's wake signals (internal/wake) for at most d,
 // until one wakes it (its key), ctx is done (ctx.Err()) or the consumer is
 // closed (broker.ErrClosed).
-func (c *consumer) wait(ctx context.Context) (string, error) {
+func (c *consumer) wait(ctx context.Context, d time.Duration) (string, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -214,7 +208,7 @@ func (c *consumer) wait(ctx context.Context) (string, error) {
 	c.wg.Add(1)
 	c.mu.Unlock()
 	defer c.wg.Done()
-	key, err := c.waiter.WaitOpen(ctx, c.closing, keptBlock)
+	key, err := c.waiter.WaitOpen(ctx, c.closing, d)
 	if err != nil && err != ctx.Err() {
 		err = fmt.Errorf("stream: fetch: %w", err)
 	}

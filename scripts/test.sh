@@ -15,6 +15,10 @@
 # CONVEYOR_NO_INSTALL unset). Without it those tests fail saying how to get it.
 #
 #   TEST_PKGS     packages to vet and test (default ./...)
+#   TEST_FIRST    packages among them that go test starts first, in this order
+#                 (default: the slowest ones, worker and delay first). go test
+#                 runs two packages at a time here, in the order it is given
+#                 them, so a long package left last runs alone at the end
 #   GOTESTFLAGS   extra go test flags, split on spaces (e.g. "-count=1 -run TestX")
 #   TEST_PARALLEL how many parallel tests of a package run at once (default
 #                 4: most tests wait on leases, timers and child processes
@@ -29,6 +33,7 @@ RL_NAME='test'
 . scripts/redis-lib.sh
 
 read -r -a pkgs <<<"${TEST_PKGS:-./...}"
+read -r -a first <<<"${TEST_FIRST-./worker ./delay ./cmd/conveyor ./examples/seckill ./broker/shard ./broker/stream ./broker/brokertest .}"
 read -r -a flags <<<"${GOTESTFLAGS:-}"
 
 rl_use_test_redis
@@ -77,10 +82,23 @@ if [[ -z "${DATABASE_URL:-}" ]] && command -v psql >/dev/null; then
 	fi
 fi
 
+# ordered lists the packages pkgs names, those of first (that are among
+# them) first.
+ordered() {
+	local all firsts
+	all=$(go list "${pkgs[@]}")
+	firsts=$( ( ((${#first[@]})) && go list "${first[@]}" 2>/dev/null | grep -xF -f <(echo "$all") ) || true)
+	[[ -n $firsts ]] && echo "$firsts"
+	grep -vxF -f <(echo "$firsts") <<<"$all" || true
+}
+
 vet=0
 go vet "${pkgs[@]}" || vet=$?
 rc=0
-go test -race -parallel "${TEST_PARALLEL:-4}" "${flags[@]}" "${pkgs[@]}" || rc=$?
+mapfile -t run < <(ordered)
+# go list failed (go vet said why): let go test name the bad packages.
+((${#run[@]})) || run=("${pkgs[@]}")
+go test -race -parallel "${TEST_PARALLEL:-4}" "${flags[@]}" "${run[@]}" || rc=$?
 if ((rc == 0 && vet != 0)); then
 	rl_log "go vet failed (exit $vet)"
 	rc=$vet

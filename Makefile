@@ -10,7 +10,7 @@
 #
 # Variables (make test PKGS=./broker/list/... GOTESTFLAGS='-count=1 -run TestX'):
 #   PKGS                 packages for test and vet (default ./...)
-#   CLUSTER_PKGS         packages for test-cluster (default ./broker/... ./delay/...)
+#   CLUSTER_PKGS         packages for test-cluster (default ./broker/... ./delay/..., the slowest first)
 #   BENCH_PKGS           packages for bench (default . ./broker/... ./worker/... ./delay/...)
 #   BENCH, BENCHTIME     -bench regexp (default .) and -benchtime (default 1s)
 #   GOTESTFLAGS          extra go test flags, split on spaces
@@ -20,7 +20,7 @@
 #   CONVEYOR_NO_INSTALL=1     never install redis-server (nor chromium, for the dashboard's browser tests)
 
 PKGS ?= ./...
-CLUSTER_PKGS ?= ./broker/... ./delay/...
+CLUSTER_PKGS ?= ./broker/shard ./delay/... ./broker/...
 BENCH_PKGS ?= . ./broker/... ./worker/... ./delay/...
 BENCH ?= .
 BENCHTIME ?= 1s
@@ -33,7 +33,7 @@ test:
 	TEST_PKGS='$(PKGS)' GOTESTFLAGS='$(GOTESTFLAGS)' bash scripts/test.sh
 
 test-cluster:
-	bash scripts/cluster.sh run -- go test -race $(GOTESTFLAGS) $(CLUSTER_PKGS)
+	bash scripts/cluster.sh run -- go test -race -parallel 4 $(GOTESTFLAGS) $(CLUSTER_PKGS)
 
 bench:
 	BENCH_PKGS='$(BENCH_PKGS)' BENCH='$(BENCH)' BENCHTIME='$(BENCHTIME)' GOTESTFLAGS='$(GOTESTFLAGS)' bash scripts/bench.sh

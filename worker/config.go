@@ -38,7 +38,7 @@ type Config struct {
 	// queue of higher priority has jobs ready, apart from those the pool
 	// held or was fetching when the higher queue's jobs arrived and before
 	// its fetch brought them (its waiting room, a lower queue's buffer and
-	// a fetch in flight: at most Prefetch+2×Concurrency, a few in
+	// a fetch in flight: at most the room (see Prefetch)+2×Concurrency, a few in
 	// practice). A lower
 	// queue is fetched only while every higher one is empty, paused or at
 	// its QueueConcurrency cap, so a busy high queue starves the lower ones
@@ -53,14 +53,27 @@ type Config struct {
 	// Prefetch is how many fetched jobs the pool keeps waiting for its
 	// workers, so that a fetch's round trip overlaps the jobs running: a
 	// fetch asks for what the room lacks once three quarters of it is free.
-	// Defaults to Concurrency. A larger room makes fetches larger, and
-	// Redis's cost per job smaller: 20 pools of concurrency 10 draining one
-	// queue moved about 1.7 times the jobs per second with 32 (conveyor
-	// bench -workload e2e-split). Its price: the pool holds up to
-	// Concurrency+Prefetch leases, so a crash sends back more jobs, each
-	// with a recovery counted (a poison job takes more down with it), and
-	// jobs fetched ahead wait behind busy workers, for at most half a
-	// second before they go back to the queue for another pool.
+	// A larger room makes fetches larger, and Redis's cost per job smaller:
+	// 20 pools of concurrency 10 draining one queue moved about 1.7 times
+	// the jobs per second with 32 (conveyor bench -workload e2e-split). Its
+	// price: the pool holds up to Concurrency+Prefetch leases, so a crash
+	// sends back more jobs, each with a recovery counted (a poison job
+	// takes more down with it), and jobs fetched ahead wait behind busy
+	// workers, for at most half a second before they go back to the queue
+	// for another pool.
+	//
+	// Unset, the room of a pool of one queue starts at Concurrency and
+	// adapts: while the queue has a backlog (fetches come back full) and
+	// the workers empty the room before the next fetch's reply fills it,
+	// each fetch grows it by half of Concurrency, up to 32 (a pool of 32 or
+	// more workers keeps its room at Concurrency); when jobs wait behind
+	// busy workers and go back to the queue, it falls back to Concurrency.
+	// So a pool of short jobs fetches in large batches and a pool of long
+	// ones holds few leases. A pool of several queues (Queues, or a
+	// QueueConcurrency cap on its queue) keeps its room at Concurrency:
+	// its queues' buffers fetch ahead already, and a larger room would
+	// take a lower queue's jobs under StrictPriority. Set, the room is
+	// fixed at Prefetch.
 	Prefetch int
 	// VisibilityTimeout is the lease of a fetched job. The pool extends the
 	// leases of running jobs every HeartbeatInterval; a job whose worker
@@ -161,7 +174,16 @@ type Config struct {
 	// HistoryKeep is how long samples are kept: a day by default; at least
 	// HistoryEvery. A day of samples a minute apart is 1,440 per queue.
 	HistoryKeep time.Duration
+
+	// roomMax is the most the waiting room grows to: Prefetch when set,
+	// else the larger of Concurrency and adaptiveRoomMax (see Prefetch).
+	roomMax int
 }
+
+// adaptiveRoomMax is the most an unset Prefetch's room grows to: the room
+// at which 20 pools of 10 move as many jobs as one pool of 200 (conveyor
+// bench -workload e2e-split).
+const adaptiveRoomMax = 32
 
 // DefaultHistoryEvery and DefaultHistoryKeep are the defaults of
 // Config.HistoryEvery and Config.HistoryKeep.
@@ -264,11 +286,16 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Concurrency == 0 {
 		c.Concurrency = 10
 	}
-	if c.Prefetch == 0 {
+	adapt := c.Prefetch == 0
+	if adapt {
 		c.Prefetch = c.Concurrency
 	}
 	if err := c.checkQueues(); err != nil {
 		return c, err
+	}
+	c.roomMax = c.Prefetch
+	if adapt && c.laneSpecs() == nil {
+		c.roomMax = max(c.Concurrency, adaptiveRoomMax)
 	}
 	if err := checkRecords(c.Records); err != nil {
 		return c, fmt.Errorf("worker: Records: %w", err)

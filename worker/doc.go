@@ -15,9 +15,11 @@
 // What the pool does for you:
 //   - fetches in batches, as many jobs as it has room for, and blocks in Redis
 //     while the queue is empty (no polling);
-//   - keeps up to Prefetch fetched jobs (Concurrency by default) waiting so
-//     that fetch round trips overlap running jobs, and acks finished jobs in
-//     shared round trips;
+//   - keeps a room of fetched jobs waiting so that fetch round trips
+//     overlap running jobs (Prefetch; unset, Concurrency, and for a pool
+//     of one queue growing to 32 while short jobs have a backlog and back
+//     when jobs wait behind busy workers), and acks finished jobs in shared
+//     round trips;
 //   - extends the leases of running jobs every HeartbeatInterval, and cancels
 //     a handler whose lease is lost (context cause broker.ErrLeaseLost);
 //   - settles what the handler left unsettled: nil → ack; error → retry with

@@ -5,3 +5,6 @@ import "time"
 // SetDefaultTimeout makes d the default job timeout of p, which must not
 // have started.
 func SetDefaultTimeout(p *Pool, d time.Duration) { p.defaultTimeout = d }
+
+// Room returns the size of p's waiting room.
+func Room(p *Pool) int { return int(p.room.Load()) }

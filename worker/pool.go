@@ -73,6 +73,12 @@ type Pool struct {
 	free  atomic.Int64
 	want  atomic.Int64
 	freed chan struct{}
+	// room is the waiting room's size: Prefetch, or between Prefetch and
+	// roomMax when it adapts (see Config.Prefetch and adaptRoom); starved
+	// is set by a worker that found the room empty, and read by the next
+	// full fetch.
+	room    atomic.Int64
+	starved atomic.Bool
 
 	// lean is set by the room's watch (see watchRoom) when it handed the
 	// room's jobs back: the fetch loop then fetches only for idle workers,
@@ -311,15 +317,16 @@ func (p *Pool) start(ctx context.Context) (broker.Consumer, error) {
 	return cons, nil
 }
 
-// fetchLoop keeps up to Prefetch fetched jobs waiting for the Concurrency
-// workers, so that a fetch round trip overlaps the jobs running rather than
-// waiting for them: the pool holds at most Concurrency+Prefetch leases
+// fetchLoop keeps up to a room of fetched jobs (Prefetch, or up to
+// Config.roomMax when it adapts) waiting for the Concurrency workers, so
+// that a fetch round trip overlaps the jobs running rather than waiting
+// for them: the pool holds at most Concurrency plus the room's leases
 // (running plus waiting) and runs at most Concurrency handlers. The driver
 // blocks while the queue is empty.
 func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
-	size := p.cfg.Prefetch
-	p.free.Store(int64(size))
-	waiting := make(chan *task, size) // never full: a fetch asks for at most the free places
+	p.room.Store(int64(p.cfg.Prefetch))
+	p.free.Store(int64(p.cfg.Prefetch))
+	waiting := make(chan *task, p.cfg.roomMax) // never full: a fetch asks for at most the free places
 	p.spawn = func() { go p.work(ctx, handlerCtx, waiting) }
 	for range p.cfg.Concurrency {
 		p.spawn()
@@ -385,7 +392,8 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 		backoff = 100 * time.Millisecond
 		want = 1
 		if len(ds) == n {
-			want = max(1, size-size/4)
+			room := p.adaptRoom()
+			want = max(1, room-room/4)
 		}
 		// One task allocation and one p.mu section per fetch, not per job.
 		ts := make([]task, len(ds))
@@ -413,6 +421,36 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 	}
 }
 
+// adaptRoom is called after a full fetch (the queue has a backlog): when
+// a worker found the room empty since the last one, the room grows by half
+// of Concurrency, up to roomMax (see Config.Prefetch), unless jobs waited
+// behind busy workers of late (lean). It returns the room's size.
+func (p *Pool) adaptRoom() int {
+	room := p.room.Load()
+	if !p.starved.Swap(false) || room >= int64(p.cfg.roomMax) || p.lean.Load() {
+		return int(room)
+	}
+	grow := min(int64(p.cfg.roomMax)-room, max(1, int64(p.cfg.Concurrency)/2))
+	if !p.room.CompareAndSwap(room, room+grow) {
+		return int(p.room.Load()) // the watch shrank it meanwhile
+	}
+	p.free.Add(grow)
+	return int(room + grow)
+}
+
+// shrinkRoom takes the room back to Prefetch (a grown room's jobs waited
+// behind busy workers): free may drop below zero, and the fetch loop then
+// waits until workers have taken enough jobs.
+func (p *Pool) shrinkRoom() {
+	if old := p.room.Swap(int64(p.cfg.Prefetch)); old > int64(p.cfg.Prefetch) {
+		p.free.Add(int64(p.cfg.Prefetch) - old)
+		select { // the fetch loop may wait for more places than the room has now
+		case p.freed <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // backOff waits *b after a failed fetch and doubles it, up to 5s; false
 // when ctx ended first.
 func backOff(ctx context.Context, b *time.Duration) bool {
@@ -430,15 +468,20 @@ func backOff(ctx context.Context, b *time.Duration) bool {
 // waitFree waits until the waiting room has want free places; false when
 // ctx ended first.
 func (p *Pool) waitFree(ctx context.Context, want int) bool {
-	p.want.Store(int64(want))
-	for p.free.Load() < int64(want) {
+	for {
+		// A room shrunk meanwhile (shrinkRoom) asks for no more than it
+		// holds.
+		w := min(int64(want), p.room.Load())
+		p.want.Store(w)
+		if p.free.Load() >= w {
+			return true
+		}
 		select {
 		case <-p.freed:
 		case <-ctx.Done():
 			return false
 		}
 	}
-	return true
 }
 
 // work runs waiting jobs one at a time until the fetch loop closes waiting.
@@ -451,6 +494,9 @@ func (p *Pool) work(ctx, handlerCtx context.Context, waiting <-chan *task) {
 			case p.idleWake <- struct{}{}:
 			default:
 			}
+		}
+		if len(waiting) == 0 && !p.starved.Load() {
+			p.starved.Store(true) // the room ran dry (see adaptRoom)
 		}
 		t, ok := <-waiting
 		if counted {
@@ -1021,6 +1067,7 @@ func (p *Pool) watchRoom(ctx context.Context, waiting chan *task) {
 		stuck = 0
 		if ts := drainRoom(waiting); len(ts) > 0 {
 			p.lean.Store(true)
+			p.shrinkRoom()
 			p.giveBack(ts, "handed back jobs that waited behind busy workers")
 		}
 	}

@@ -563,3 +563,73 @@ func TestDriverWithoutIdle(t *testing.T) {
 		})
 	}
 }
+
+// TestRoomAdapts: with Prefetch unset, a pool whose workers empty its room
+// while the queue has a backlog of short jobs grows the room (up to 32),
+// and takes it back to Concurrency once jobs wait behind busy workers and
+// go back to the queue; it then holds no more than Concurrency plus that
+// room, and goes on running the queue's jobs.
+func TestRoomAdapts(t *testing.T) {
+	t.Parallel()
+	for i, drv := range durable {
+		t.Run(drv.Name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, i)
+			ctx := context.Background()
+			const conc, short, long = 2, 3000, 40
+			enqueueTo(t, e, "q", short, nil)
+			var ran, longRan atomic.Int64
+			shortDone, release, longDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+			h := conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
+				if job.Kind == "long" {
+					select {
+					case <-release:
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+					if longRan.Add(1) == long {
+						close(longDone)
+					}
+					return nil
+				}
+				if ran.Add(1) == short {
+					close(shortDone)
+				}
+				return nil
+			})
+			p, err := worker.NewPool(e.d, h, &worker.Config{Queue: "q", Concurrency: conc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			drivertest.Background(t, p.Run)
+			waitFor(t, "the short jobs", time.Minute, shortDone)
+			if r := worker.Room(p); r <= conc || r > 32 {
+				t.Fatalf("after %d short jobs the room is %d; want it grown above Concurrency (%d), to 32 at most", short, r, conc)
+			}
+			t.Logf("room after %d short jobs: %d", short, worker.Room(p))
+
+			reqs := make([]conveyor.Request, long)
+			for j := range reqs {
+				reqs[j] = conveyor.Request{Kind: "long", Opts: &conveyor.EnqueueOptions{Queue: "q"}}
+			}
+			if _, err := e.client.EnqueueMany(ctx, reqs...); err != nil {
+				t.Fatal(err)
+			}
+			redistest.Eventually(t, "the room back at Concurrency", func() bool { return worker.Room(p) == conc })
+			ins, err := conveyor.NewInspector(e.d, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			redistest.Eventually(t, "at most Concurrency plus the room in flight", func() bool {
+				q, err := ins.Queue(ctx, "q")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return q.InFlight <= 2*conc
+			})
+			// The shrunk room still fills and empties: the pool runs the rest.
+			close(release)
+			waitFor(t, "the long jobs", time.Minute, longDone)
+		})
+	}
+}

@@ -56,7 +56,7 @@ type Config struct {
 	// A larger room makes fetches larger, and Redis's cost per job smaller:
 	// 20 pools of concurrency 10 draining one queue moved about 1.7 times
 	// the jobs per second with 32 (conveyor bench -workload e2e-split). Its
-	// price: the pool holds up to Concurrency+Prefetch leases, so a crash
+	// price: the pool holds up to Concurrency plus the room's leases, so a crash
 	// sends back more jobs, each with a recovery counted (a poison job
 	// takes more down with it), and jobs fetched ahead wait behind busy
 	// workers, for at most half a second before they go back to the queue
@@ -293,10 +293,6 @@ func (c Config) withDefaults() (Config, error) {
 	if err := c.checkQueues(); err != nil {
 		return c, err
 	}
-	c.roomMax = c.Prefetch
-	if adapt && c.laneSpecs() == nil {
-		c.roomMax = max(c.Concurrency, adaptiveRoomMax)
-	}
 	if err := checkRecords(c.Records); err != nil {
 		return c, fmt.Errorf("worker: Records: %w", err)
 	}
@@ -304,6 +300,10 @@ func (c Config) withDefaults() (Config, error) {
 		for q := range c.Queues {
 			c.Queue, c.Queues, c.StrictPriority = q, nil, false
 		}
+	}
+	c.roomMax = c.Prefetch
+	if adapt && c.laneSpecs() == nil {
+		c.roomMax = max(c.Concurrency, adaptiveRoomMax)
 	}
 	if c.VisibilityTimeout == 0 {
 		c.VisibilityTimeout = broker.DefaultVisibilityTimeout

@@ -350,6 +350,7 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 	// waiting covers the round trip. When the queue runs dry, fetch as soon
 	// as there is room for one, for latency.
 	want := 1
+	backlog := false // the last fetch came back full
 	for {
 		if !p.waitSuspects(ctx) {
 			return
@@ -357,7 +358,10 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 		if !p.waitFree(ctx, want) || ctx.Err() != nil {
 			return
 		}
-		n := int(p.free.Load()) // want or more; only this loop takes places
+		n := int(p.free.Load()) // want or more, unless the room shrank meanwhile
+		if n < 1 {
+			continue // shrinkRoom took the places: wait for the room again
+		}
 		if p.lean.Load() {
 			// Jobs waited behind busy workers: fetch only for idle ones.
 			if n = min(n, int(p.idle.Load())); n == 0 {
@@ -372,6 +376,11 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 				t.Stop()
 				continue
 			}
+		}
+		if !backlog {
+			// The room ran dry while the queue had none to fill it with:
+			// that asks for no larger room (see adaptRoom).
+			p.starved.Store(false)
 		}
 		p.free.Add(-int64(n))
 		ds, err := p.cons.Fetch(ctx, n)
@@ -391,7 +400,8 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 		}
 		backoff = 100 * time.Millisecond
 		want = 1
-		if len(ds) == n {
+		backlog = len(ds) == n
+		if backlog {
 			room := p.adaptRoom()
 			want = max(1, room-room/4)
 		}
@@ -422,9 +432,11 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 }
 
 // adaptRoom is called after a full fetch (the queue has a backlog): when
-// a worker found the room empty since the last one, the room grows by half
-// of Concurrency, up to roomMax (see Config.Prefetch), unless jobs waited
-// behind busy workers of late (lean). It returns the room's size.
+// a worker found the room empty since the fetch before (itself full, so
+// the room ran dry under a backlog, not because the queue was empty), the
+// room grows by half of Concurrency (one at least), up to roomMax (see
+// Config.Prefetch), unless jobs waited behind busy workers of late (lean).
+// It returns the room's size.
 func (p *Pool) adaptRoom() int {
 	room := p.room.Load()
 	if !p.starved.Swap(false) || room >= int64(p.cfg.roomMax) || p.lean.Load() {

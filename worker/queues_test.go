@@ -620,13 +620,22 @@ func TestRoomAdapts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			redistest.Eventually(t, "at most Concurrency plus the room in flight", func() bool {
+			inFlight := func() int64 {
 				q, err := ins.Queue(ctx, "q")
 				if err != nil {
 					t.Fatal(err)
 				}
-				return q.InFlight <= 2*conc
-			})
+				return q.InFlight
+			}
+			redistest.Eventually(t, "at most Concurrency plus the room in flight", func() bool { return inFlight() <= 2*conc })
+			// And no more once the pool fetches ahead again (it fetches
+			// only for idle workers for 2 s after a hand-back): a room
+			// left grown would hold 32 more.
+			for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
+				if n := inFlight(); n > 2*conc {
+					t.Fatalf("%d jobs in flight, want at most %d (Concurrency plus the shrunk room)", n, 2*conc)
+				}
+			}
 			// The shrunk room still fills and empties: the pool runs the rest.
 			close(release)
 			waitFor(t, "the long jobs", time.Minute, longDone)

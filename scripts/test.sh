@@ -19,6 +19,10 @@
 #                 (default: the slowest ones, worker and delay first). go test
 #                 runs two packages at a time here, in the order it is given
 #                 them, so a long package left last runs alone at the end
+#   TEST_LAST     packages among them that go test starts last (default
+#                 examples/seckill: its timed story and rush are slowed most
+#                 by the worker package's child processes, which run from
+#                 the start)
 #   GOTESTFLAGS   extra go test flags, split on spaces (e.g. "-count=1 -run TestX")
 #   TEST_PARALLEL how many parallel tests of a package run at once (default
 #                 4: most tests wait on leases, timers and child processes
@@ -33,7 +37,8 @@ RL_NAME='test'
 . scripts/redis-lib.sh
 
 read -r -a pkgs <<<"${TEST_PKGS:-./...}"
-read -r -a first <<<"${TEST_FIRST-./worker ./delay ./cmd/conveyor ./examples/seckill ./broker/shard ./broker/stream ./broker/brokertest .}"
+read -r -a first <<<"${TEST_FIRST-./worker ./delay ./cmd/conveyor ./broker/shard ./broker/stream ./broker/brokertest .}"
+read -r -a last <<<"${TEST_LAST-./examples/seckill}"
 read -r -a flags <<<"${GOTESTFLAGS:-}"
 
 rl_use_test_redis
@@ -83,13 +88,16 @@ if [[ -z "${DATABASE_URL:-}" ]] && command -v psql >/dev/null; then
 fi
 
 # ordered lists the packages pkgs names, those of first (that are among
-# them) first.
+# them) first and those of last last.
 ordered() {
-	local all firsts
+	local all firsts lasts
 	all=$(go list "${pkgs[@]}")
 	firsts=$( ( ((${#first[@]})) && go list "${first[@]}" 2>/dev/null | grep -xF -f <(echo "$all") ) || true)
+	lasts=$( ( ((${#last[@]})) && go list "${last[@]}" 2>/dev/null | grep -xF -f <(echo "$all") | grep -vxF -f <(echo "$firsts") ) || true)
 	[[ -n $firsts ]] && echo "$firsts"
-	grep -vxF -f <(echo "$firsts") <<<"$all" || true
+	grep -vxF -f <(printf '%s\n%s\n' "$firsts" "$lasts") <<<"$all" || true
+	[[ -n $lasts ]] && echo "$lasts"
+	return 0
 }
 
 vet=0

@@ -88,7 +88,11 @@ func crashRun(t *testing.T, i int) {
 		}
 		return nil
 	})
-	p, err := worker.NewPool(e.d, h, &worker.Config{Queue: "q", Concurrency: 20, VisibilityTimeout: 500 * time.Millisecond})
+	// The crashed child's leases are 500 ms, so its jobs come back soon;
+	// this pool's are 2 s, so that a heartbeat slowed by a loaded machine
+	// does not lose one of its own leases (a job run twice by this pool
+	// would fail the count below for no fault of the crash recovery).
+	p, err := worker.NewPool(e.d, h, &worker.Config{Queue: "q", Concurrency: 20, VisibilityTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -494,7 +494,6 @@ func TestPrefetchSizesTheRoom(t *testing.T) {
 		t.Run(drv.Name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, i)
-			ctx := context.Background()
 			enqueueTo(t, e, "q", 40, nil)
 			release := make(chan struct{})
 			h := conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
@@ -505,17 +504,7 @@ func TestPrefetchSizesTheRoom(t *testing.T) {
 				return nil
 			})
 			runPool(t, e.d, h, &worker.Config{Queue: "q", Concurrency: 2, Prefetch: 6})
-			ins, err := conveyor.NewInspector(e.d, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			inFlight := func() int64 {
-				q, err := ins.Queue(ctx, "q")
-				if err != nil {
-					t.Fatal(err)
-				}
-				return q.InFlight
-			}
+			inFlight := inFlightOf(t, e, "q")
 			redistest.Eventually(t, "8 jobs in flight", func() bool { return inFlight() == 8 })
 			// The room is full and both workers are busy: nothing more is
 			// fetched, whatever the pool does in the meantime.
@@ -575,25 +564,26 @@ func TestRoomAdapts(t *testing.T) {
 		t.Run(drv.Name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, i)
-			ctx := context.Background()
 			const conc, short, long = 2, 3000, 40
 			enqueueTo(t, e, "q", short, nil)
 			var ran, longRan atomic.Int64
 			shortDone, release, longDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
 			h := conveyor.HandlerFunc(func(ctx context.Context, job *conveyor.Job) error {
-				if job.Kind == "long" {
-					select {
-					case <-release:
-					case <-ctx.Done():
-						return ctx.Err()
-					}
-					if longRan.Add(1) == long {
-						close(longDone)
+				// The first short jobs return at once; the long ones,
+				// enqueued once those have run, block until released.
+				if n := ran.Add(1); n <= short {
+					if n == short {
+						close(shortDone)
 					}
 					return nil
 				}
-				if ran.Add(1) == short {
-					close(shortDone)
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				if longRan.Add(1) == long {
+					close(longDone)
 				}
 				return nil
 			})
@@ -608,25 +598,9 @@ func TestRoomAdapts(t *testing.T) {
 			}
 			t.Logf("room after %d short jobs: %d", short, worker.Room(p))
 
-			reqs := make([]conveyor.Request, long)
-			for j := range reqs {
-				reqs[j] = conveyor.Request{Kind: "long", Opts: &conveyor.EnqueueOptions{Queue: "q"}}
-			}
-			if _, err := e.client.EnqueueMany(ctx, reqs...); err != nil {
-				t.Fatal(err)
-			}
+			enqueueTo(t, e, "q", long, nil)
 			redistest.Eventually(t, "the room back at Concurrency", func() bool { return worker.Room(p) == conc })
-			ins, err := conveyor.NewInspector(e.d, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			inFlight := func() int64 {
-				q, err := ins.Queue(ctx, "q")
-				if err != nil {
-					t.Fatal(err)
-				}
-				return q.InFlight
-			}
+			inFlight := inFlightOf(t, e, "q")
 			redistest.Eventually(t, "at most Concurrency plus the room in flight", func() bool { return inFlight() <= 2*conc })
 			// And no more once the pool fetches ahead again (it fetches
 			// only for idle workers for 2 s after a hand-back): a room
@@ -640,5 +614,22 @@ func TestRoomAdapts(t *testing.T) {
 			close(release)
 			waitFor(t, "the long jobs", time.Minute, longDone)
 		})
+	}
+}
+
+// inFlightOf returns a function that reads how many of queue's jobs are in
+// flight, through an Inspector of e's driver.
+func inFlightOf(t *testing.T, e env, queue string) func() int64 {
+	t.Helper()
+	ins, err := conveyor.NewInspector(e.d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func() int64 {
+		q, err := ins.Queue(context.Background(), queue)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q.InFlight
 	}
 }

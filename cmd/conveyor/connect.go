@@ -49,12 +49,7 @@ func (t *target) dial(ctx context.Context) (redis.UniversalClient, error) {
 	opts.MaxRetries = -1
 	opts.DialerRetries = 1
 	opts.DialTimeout = 5 * time.Second
-	rdb := redis.NewClient(opts)
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		_ = rdb.Close()
-		return nil, redischeck.Unreachable(opts.Addr, t.urlFrom(os.Getenv), err)
-	}
-	return rdb, nil
+	return t.answering(ctx, redis.NewClient(opts), opts.Addr)
 }
 
 // dialCluster is dial for a Redis Cluster URL.
@@ -63,14 +58,19 @@ func (t *target) dialCluster(ctx context.Context) (redis.UniversalClient, error)
 	if err != nil {
 		return nil, err
 	}
-	from := t.urlFrom(os.Getenv)
 	opts.MaxRetries = -1
 	opts.DialerRetries = 1
 	opts.DialTimeout = 5 * time.Second
-	rdb := redis.NewClusterClient(opts)
+	return t.answering(ctx, redis.NewClusterClient(opts), strings.Join(opts.Addrs, ","))
+}
+
+// answering returns rdb once it answers PING; else it closes rdb and
+// returns redischeck.Unreachable's one-line error naming addr and where
+// the URL came from.
+func (t *target) answering(ctx context.Context, rdb redis.UniversalClient, addr string) (redis.UniversalClient, error) {
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		_ = rdb.Close()
-		return nil, redischeck.Unreachable(strings.Join(opts.Addrs, ","), from, err)
+		return nil, redischeck.Unreachable(addr, t.urlFrom(os.Getenv), err)
 	}
 	return rdb, nil
 }

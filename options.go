@@ -93,8 +93,28 @@ const HeaderRecord = "conveyor-record"
 // header; ok is false when it asks for nothing (or the header is
 // malformed).
 func RecordOf(m *broker.Message) (d time.Duration, ok bool) {
-	ms, err := strconv.ParseInt(m.Headers[HeaderRecord], 10, 64)
-	if err != nil || ms <= 0 || ms > int64(maxRunAhead/time.Millisecond) {
+	return headerDuration(m, HeaderRecord)
+}
+
+// headerMillis reads m's header name as a count of milliseconds; ok is
+// false when m has no such header or it is no integer. An absent header,
+// the usual case, is not parsed: a parse error allocates, and these run
+// for every job.
+func headerMillis(m *broker.Message, name string) (ms int64, ok bool) {
+	v, found := m.Headers[name]
+	if !found {
+		return 0, false
+	}
+	ms, err := strconv.ParseInt(v, 10, 64)
+	return ms, err == nil
+}
+
+// headerDuration reads m's header name as a positive duration in
+// milliseconds no longer than maxRunAhead; ok is false when it is absent
+// or is not one.
+func headerDuration(m *broker.Message, name string) (d time.Duration, ok bool) {
+	ms, ok := headerMillis(m, name)
+	if !ok || ms <= 0 || ms > int64(maxRunAhead/time.Millisecond) {
 		return 0, false
 	}
 	return time.Duration(ms) * time.Millisecond, true
@@ -109,7 +129,7 @@ const HeaderRunAt = "conveyor-run-at"
 // ReadyAt returns when m became ready to run on its first delivery: its
 // due time when it was enqueued with a delay, else its EnqueuedAt.
 func ReadyAt(m *broker.Message) time.Time {
-	if ms, err := strconv.ParseInt(m.Headers[HeaderRunAt], 10, 64); err == nil && ms > 0 {
+	if ms, ok := headerMillis(m, HeaderRunAt); ok && ms > 0 {
 		if at := time.UnixMilli(ms); at.After(m.EnqueuedAt) {
 			return at
 		}
@@ -120,11 +140,7 @@ func ReadyAt(m *broker.Message) time.Time {
 // VisibilityTimeoutOf returns the visibility timeout m asks for in its
 // header; ok is false when it asks for none (or the header is malformed).
 func VisibilityTimeoutOf(m *broker.Message) (d time.Duration, ok bool) {
-	ms, err := strconv.ParseInt(m.Headers[HeaderVisibilityTimeout], 10, 64)
-	if err != nil || ms <= 0 || ms > int64(maxRunAhead/time.Millisecond) {
-		return 0, false
-	}
-	return time.Duration(ms) * time.Millisecond, true
+	return headerDuration(m, HeaderVisibilityTimeout)
 }
 
 // DefaultUniqueFor is how long a UniqueKey is held when EnqueueOptions does

@@ -93,7 +93,9 @@ end
 local out = {deadline, -1, reclaimed, poisoned, 0, 0, 0}
 local vs = redis.call('RPOP', ready, max)
 if vs then
-  local lv, lr = {}, {}
+  -- Counters, not #t: the length operator is a search in Lua 5.1.
+  local lv, lr, n = {}, {}, 0
+  local head = token .. ','
   for i = 1, #vs do
     local v = vs[i]
     -- No rewrite of v: a new string per message is a copy, a hash of all
@@ -106,15 +108,16 @@ if vs then
     if not rec then
       discard(dl, now, MALFORMED, v)
       out[5] = out[5] + 1
-    elseif rec ~= '0' and lastrec and tonumber(rec) >= lastrec and #lv > 0 then
+    elseif rec ~= '0' and lastrec and tonumber(rec) >= lastrec and n > 0 then
       -- A message on its last chance is leased alone: if it is poison,
       -- the jobs fetched with it must not die with it and be counted as
       -- recovered too. It and the rest go back to the front, in order.
       back_from(vs, i)
       break
     else
-      lv[#lv + 1] = v
-      lr[#lr + 1] = token .. ',' .. string.sub(v, pos, pos + #idlen + tonumber(idlen))
+      n = n + 1
+      lv[n] = v
+      lr[n] = head .. string.sub(v, pos, pos + #idlen + tonumber(idlen))
       if rec ~= '0' and lastrec and tonumber(rec) >= lastrec then
         back_from(vs, i + 1)
         break
@@ -122,19 +125,28 @@ if vs then
     end
   end
   -- Concurrency limits (internal/limits): a message over a limit waits in
-  -- its line instead of being leased. One HGETALL when the queue has none.
+  -- its line instead of being leased, the others take their slots. One
+  -- HGETALL when the queue has none, and then no per-message work.
   local L = limit_keys(14)
-  local ok, holds = limit_take(L, limit_config(L), lv)
-  local zadd, hset, held = {}, {}, {}
-  for i = 1, #lv do
-    if ok[i] then
+  local cfg = limit_config(L)
+  local ok, holds
+  if cfg then
+    ok, holds = limit_take(L, cfg, lv)
+  end
+  -- zadd holds score, receipt pairs and hset receipt, message pairs: the
+  -- k-th leased message is at 2k - 1 and 2k of both.
+  local zadd, hset, held, m, no = {}, {}, {}, 0, HEAD
+  for i = 1, n do
+    if not ok or ok[i] then
       local r = lr[i]
-      zadd[#zadd + 1] = score
-      zadd[#zadd + 1] = r
-      hset[#hset + 1] = r
-      hset[#hset + 1] = lv[i]
-      out[#out + 1] = lv[i]
-      held[#held + 1] = holds[i]
+      m = m + 2
+      zadd[m - 1], zadd[m] = score, r
+      hset[m - 1], hset[m] = r, lv[i]
+      no = no + 1
+      out[no] = lv[i]
+      if holds then
+        held[m / 2] = holds[i]
+      end
     end
   end
   -- ZADD counts the members it added: fewer than the messages leased
@@ -142,16 +154,16 @@ if vs then
   -- already), and only then does each receipt name its place: a number
   -- formatted per message is otherwise paid on every fetch.
   local added = 0
-  for i = 1, #zadd, CHUNK do
-    added = added + redis.call('ZADD', lease, unpack(zadd, i, math.min(i + CHUNK - 1, #zadd)))
+  for i = 1, m, CHUNK do
+    added = added + redis.call('ZADD', lease, unpack(zadd, i, math.min(i + CHUNK - 1, m)))
   end
-  if added < #zadd / 2 then
+  if added < m / 2 then
     local names = {}
-    for i = 2, #zadd, 2 do
-      names[#names + 1] = zadd[i]
+    for k = 1, m / 2 do
+      names[k] = zadd[2 * k]
     end
     bulk('ZREM', lease, names)
-    for k = 1, #names do
+    for k = 1, m / 2 do
       local r = token .. '.' .. k .. string.sub(names[k], #token + 1)
       zadd[2 * k], hset[2 * k - 1] = r, r
     end
@@ -159,12 +171,12 @@ if vs then
     out[6] = 1
   end
   bulk('HSET', inflight, hset)
-  if #held > 0 then
+  if holds and m > 0 then
     local rs = {}
-    for i = 2, #zadd, 2 do
-      rs[#rs + 1] = zadd[i]
+    for k = 1, m / 2 do
+      rs[k] = zadd[2 * k]
     end
-    limit_hold(L, rs, held, #rs)
+    limit_hold(L, rs, held, m / 2)
   end
 end
 

@@ -55,18 +55,19 @@ type Config struct {
 	// fetch asks for what the room lacks once three quarters of it is free.
 	// A larger room makes fetches larger, and Redis's cost per job smaller:
 	// 20 pools of concurrency 10 draining one queue moved about 1.7 times
-	// the jobs per second with 32 (conveyor bench -workload e2e-split). Its
-	// price: the pool holds up to Concurrency plus the room's leases, so a crash
-	// sends back more jobs, each with a recovery counted (a poison job
-	// takes more down with it), and jobs fetched ahead wait behind busy
-	// workers, for at most half a second before they go back to the queue
-	// for another pool.
+	// the jobs per second with 32 (conveyor bench -workload e2e-split), and
+	// a pool of 50 about 1.3 times with 100 (-workload e2e). Its price: the
+	// pool holds up to Concurrency plus the room's leases, and their jobs in
+	// memory, so a crash sends back more jobs, each with a recovery counted
+	// (a poison job takes more down with it), and jobs fetched ahead wait
+	// behind busy workers, for at most half a second before they go back
+	// to the queue for another pool.
 	//
 	// Unset, the room of a pool of one queue starts at Concurrency and
 	// adapts: while the queue has a backlog (fetches come back full) and
 	// the workers empty the room before the next fetch's reply fills it,
-	// each fetch grows it by half of Concurrency, up to 32 (a pool of 32 or
-	// more workers keeps its room at Concurrency); when jobs wait behind
+	// each fetch grows it by half of Concurrency, up to 100 or twice
+	// Concurrency, whichever is more; when jobs wait behind
 	// busy workers and go back to the queue, it falls back to Concurrency.
 	// So a pool of short jobs fetches in large batches and a pool of long
 	// ones holds few leases. A pool of several queues (Queues, or a
@@ -176,14 +177,17 @@ type Config struct {
 	HistoryKeep time.Duration
 
 	// roomMax is the most the waiting room grows to: Prefetch when set,
-	// else the larger of Concurrency and adaptiveRoomMax (see Prefetch).
+	// else the larger of 2×Concurrency and adaptiveRoomMax (see Prefetch).
 	roomMax int
 }
 
-// adaptiveRoomMax is the most an unset Prefetch's room grows to: with it
-// 20 pools of 10 move about 0.9 of the jobs one pool of 200 moves (conveyor
-// bench -workload e2e-split; about half with a room of 10).
-const adaptiveRoomMax = 32
+// adaptiveRoomMax is the most an unset Prefetch's room grows to, or twice
+// Concurrency when that is more. Fetches of that size cost Redis a small
+// share of a job each: a list fetch costs Redis about what four jobs in it
+// do (docs/performance.md). With it 20 pools of 10 move about what one
+// pool of 200 moves, and a pool of 50 about 1.3 times what a room of 50
+// moved (conveyor bench -workload e2e-split, e2e).
+const adaptiveRoomMax = 100
 
 // DefaultHistoryEvery and DefaultHistoryKeep are the defaults of
 // Config.HistoryEvery and Config.HistoryKeep.
@@ -303,7 +307,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	c.roomMax = c.Prefetch
 	if adapt && c.laneSpecs() == nil {
-		c.roomMax = max(c.Concurrency, adaptiveRoomMax)
+		c.roomMax = max(2*c.Concurrency, adaptiveRoomMax)
 	}
 	if c.VisibilityTimeout == 0 {
 		c.VisibilityTimeout = broker.DefaultVisibilityTimeout

@@ -554,7 +554,8 @@ func TestDriverWithoutIdle(t *testing.T) {
 }
 
 // TestRoomAdapts: with Prefetch unset, a pool whose workers empty its room
-// while the queue has a backlog of short jobs grows the room (up to 32),
+// while the queue has a backlog of short jobs grows the room (up to
+// AdaptiveRoomMax for a pool this small),
 // and takes it back to Concurrency once jobs wait behind busy workers and
 // go back to the queue; it then holds no more than Concurrency plus that
 // room, and goes on running the queue's jobs.
@@ -593,8 +594,8 @@ func TestRoomAdapts(t *testing.T) {
 			}
 			drivertest.Background(t, p.Run)
 			waitFor(t, "the short jobs", time.Minute, shortDone)
-			if r := worker.Room(p); r <= conc || r > 32 {
-				t.Fatalf("after %d short jobs the room is %d; want it grown above Concurrency (%d), to 32 at most", short, r, conc)
+			if r := worker.Room(p); r <= conc || r > worker.AdaptiveRoomMax {
+				t.Fatalf("after %d short jobs the room is %d; want it grown above Concurrency (%d), to %d at most", short, r, conc, worker.AdaptiveRoomMax)
 			}
 			t.Logf("room after %d short jobs: %d", short, worker.Room(p))
 
@@ -604,7 +605,7 @@ func TestRoomAdapts(t *testing.T) {
 			redistest.Eventually(t, "at most Concurrency plus the room in flight", func() bool { return inFlight() <= 2*conc })
 			// And no more once the pool fetches ahead again (it fetches
 			// only for idle workers for 2 s after a hand-back): a room
-			// left grown would hold 32 more.
+			// left grown would hold tens more.
 			for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
 				if n := inFlight(); n > 2*conc {
 					t.Fatalf("%d jobs in flight, want at most %d (Concurrency plus the shrunk room)", n, 2*conc)

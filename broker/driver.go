@@ -167,6 +167,10 @@ type Sleeper interface {
 	// sleeping consumers: a caller whose Sleep ended while it was not going
 	// to fetch (its workers are all busy) calls it, so that an idle
 	// consumer elsewhere takes the work. A wake-up given back with no one
-	// asleep costs the next sleeper one look.
+	// asleep costs the next sleeper one look. One given back once the work
+	// is gone (taken by another consumer, or the queue deleted) may wake no
+	// one: the list and stream drivers set the signal only while the
+	// queue's ready list or stream exists, so that it never outlives a
+	// deleted queue's keys.
 	Wake(ctx context.Context) error
 }

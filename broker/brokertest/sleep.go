@@ -69,6 +69,12 @@ func testSleep(t *testing.T, e *env) {
 			t.Fatalf("after Sleep: ready %d, in flight %d; want 1 and 0 (Sleep leases nothing)", got.Ready, got.InFlight)
 		}
 	}
+	// A wake-up given back while the job waits wakes the next Sleep at
+	// once (the job's own signal was taken by the Sleep above).
+	if err := s.Wake(ctx); err != nil {
+		t.Fatalf("Wake: %v", err)
+	}
+	awaitWoken(t, "after Wake", sleepInBackground(ctx, s))
 	d := FetchOne(t, c, 5*time.Second)
 	if d.ID != m.ID {
 		t.Fatalf("Fetch after Sleep got %s, want %s", d.ID, m.ID)
@@ -76,12 +82,6 @@ func testSleep(t *testing.T, e *env) {
 	if err := c.Ack(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-
-	// A wake-up given back wakes the next Sleep at once.
-	if err := s.Wake(ctx); err != nil {
-		t.Fatalf("Wake: %v", err)
-	}
-	awaitWoken(t, "after Wake", sleepInBackground(ctx, s))
 
 	done, cancel := context.WithCancel(ctx)
 	cancel()

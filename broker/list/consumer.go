@@ -207,9 +207,10 @@ func (c *consumer) Sleep(ctx context.Context) (bool, error) {
 	}
 }
 
-// Wake implements broker.Sleeper: it sets the queue's wake signal.
+// Wake implements broker.Sleeper: it sets the queue's wake signal while
+// ready holds jobs.
 func (c *consumer) Wake(ctx context.Context) error {
-	if err := wake.Signal(ctx, c.d.client, c.k.wake); err != nil {
+	if err := wake.SignalIf(ctx, c.d.client, c.k.ready, c.k.wake); err != nil {
 		return fmt.Errorf("list: wake: %w", err)
 	}
 	return nil

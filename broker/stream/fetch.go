@@ -150,9 +150,10 @@ func (c *consumer) Sleep(ctx context.Context) (bool, error) {
 	return key == c.keys.wake && err == nil, err
 }
 
-// Wake implements broker.Sleeper: it sets the queue's wake signal.
+// Wake implements broker.Sleeper: it sets the queue's wake signal while
+// the stream exists.
 func (c *consumer) Wake(ctx context.Context) error {
-	if err := wake.Signal(ctx, c.d.rdb, c.keys.wake); err != nil {
+	if err := wake.SignalIf(ctx, c.d.rdb, c.keys.stream, c.keys.wake); err != nil {
 		return fmt.Errorf("stream: wake: %w", err)
 	}
 	return nil

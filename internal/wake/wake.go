@@ -17,6 +17,7 @@ package wake
 import (
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/internal/redischeck"
+	"github.com/conveyorq/conveyor/internal/script"
 )
 
 // Member is the one member of a signal.
@@ -41,6 +43,19 @@ const cancelTTL = 10 * time.Second
 // at once. Scripts do the same with redis.call('ZADD', key, 0, 'w').
 func Signal(ctx context.Context, rdb redis.Cmdable, key string) error {
 	return rdb.ZAdd(ctx, key, redis.Z{Member: Member}).Err()
+}
+
+//go:embed lua/signal_if.lua
+var signalIfLua string
+
+var signalIfScript = script.New("wake.signal_if", signalIfLua)
+
+// SignalIf is Signal on key when work exists (one script call): for a
+// wake-up handed back, which should wake no one once the work is gone and
+// must not bring back the signal of a deleted queue.
+func SignalIf(ctx context.Context, rdb redis.UniversalClient, work, key string) error {
+	_, err := signalIfScript.Run(ctx, rdb, []string{work, key})
+	return err
 }
 
 // SignalFor is Signal on a key that expires after ttl (ZADD and PEXPIRE in

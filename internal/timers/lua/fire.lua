@@ -41,10 +41,14 @@ if (prev and prev >= at) or redis.call('ZSCORE', delayed, ARGV[2]) then
   return 0
 end
 timer_wake(delayed, timer_head(delayed), ARGV[1]) -- before the first write (see timer_wake)
-redis.call('SET', last, ARGV[1], 'PX', ARGV[4])
+-- The record and its index entry expire at the same millisecond: keep
+-- from now (the server's TIME), given to SET as an absolute time, as a
+-- relative PX counts from the server's own clock reading, which may be a
+-- millisecond later.
+local expires = string.format('%.0f', now + tonumber(ARGV[4]))
+redis.call('SET', last, ARGV[1], 'PXAT', expires)
 timer_put(delayed, timers, ARGV[2], ARGV[1], ARGV[3])
--- The index entry expires with the record: keep from now, as SET's PX.
-redis.call('ZADD', index, string.format('%.0f', now + tonumber(ARGV[4])), ARGV[6])
+redis.call('ZADD', index, expires, ARGV[6])
 redis.call('ZREMRANGEBYSCORE', index, '-inf', string.format('(%.0f', now))
 local latest = tonumber(redis.call('ZRANGE', index, -1, -1, 'WITHSCORES')[2])
 redis.call('PEXPIRE', index, latest - now) -- at least ARGV[4]: the entry just added

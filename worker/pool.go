@@ -379,8 +379,12 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 		}
 		if !backlog {
 			// The room ran dry while the queue had none to fill it with:
-			// that asks for no larger room (see adaptRoom).
+			// that asks for no larger room (see adaptRoom). Nor does this
+			// fetch, which may wait on an empty queue: it asks for at most
+			// the room's least size, so that a room shrunk meanwhile is
+			// not filled by the jobs it just handed back.
 			p.starved.Store(false)
+			n = min(n, max(1, p.cfg.Prefetch))
 		}
 		p.free.Add(-int64(n))
 		ds, err := p.cons.Fetch(ctx, n)
@@ -425,8 +429,24 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 			}
 		}
 		p.mu.Unlock()
-		for i := range ts {
+		// A room that shrank while this fetch was out (shrinkRoom) has no
+		// place for what the fetch brought beyond it (a fetch blocked on
+		// an empty queue may take the very jobs the room just handed
+		// back): those go back to the queue at once, so that the pool
+		// holds no more than Concurrency plus its room.
+		keep := len(ts)
+		if over := -p.free.Load(); over > 0 {
+			keep = max(0, len(ts)-int(over))
+		}
+		for i := range ts[:keep] {
 			waiting <- &ts[i] // never blocks: a free place was taken for it
+		}
+		if keep < len(ts) {
+			back := make([]*task, 0, len(ts)-keep)
+			for i := keep; i < len(ts); i++ {
+				back = append(back, &ts[i])
+			}
+			p.giveBack(back, "handed back jobs a fetch brought after the room shrank")
 		}
 	}
 }

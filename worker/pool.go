@@ -429,24 +429,8 @@ func (p *Pool) fetchLoop(ctx, handlerCtx context.Context) {
 			}
 		}
 		p.mu.Unlock()
-		// A room that shrank while this fetch was out (shrinkRoom) has no
-		// place for what the fetch brought beyond it (a fetch blocked on
-		// an empty queue may take the very jobs the room just handed
-		// back): those go back to the queue at once, so that the pool
-		// holds no more than Concurrency plus its room.
-		keep := len(ts)
-		if over := -p.free.Load(); over > 0 {
-			keep = max(0, len(ts)-int(over))
-		}
-		for i := range ts[:keep] {
+		for i := range ts {
 			waiting <- &ts[i] // never blocks: a free place was taken for it
-		}
-		if keep < len(ts) {
-			back := make([]*task, 0, len(ts)-keep)
-			for i := keep; i < len(ts); i++ {
-				back = append(back, &ts[i])
-			}
-			p.giveBack(back, "handed back jobs a fetch brought after the room shrank")
 		}
 	}
 }

@@ -66,7 +66,7 @@ type Config struct {
 	// Unset, the room of a pool of one queue starts at Concurrency and
 	// adapts: while the queue has a backlog (fetches come back full) and
 	// the workers empty the room before the next fetch's reply fills it,
-	// each fetch grows it by half of Concurrency, up to 100 or twice
+	// each fetch grows it by half of Concurrency, up to 32 or twice
 	// Concurrency, whichever is more; when jobs wait behind
 	// busy workers and go back to the queue, it falls back to Concurrency.
 	// So a pool of short jobs fetches in large batches and a pool of long
@@ -187,7 +187,7 @@ type Config struct {
 // do (docs/performance.md). With it 20 pools of 10 move about what one
 // pool of 200 moves, and a pool of 50 about 1.3 times what a room of 50
 // moved (conveyor bench -workload e2e-split, e2e).
-const adaptiveRoomMax = 100
+const adaptiveRoomMax = 32
 
 // DefaultHistoryEvery and DefaultHistoryKeep are the defaults of
 // Config.HistoryEvery and Config.HistoryKeep.

@@ -17,7 +17,7 @@
 //     while the queue is empty (no polling);
 //   - keeps a room of fetched jobs waiting so that fetch round trips
 //     overlap running jobs (Prefetch; unset, Concurrency, and for a pool
-//     of one queue growing to 100, or twice Concurrency, while short jobs
+//     of one queue growing to 32, or twice Concurrency, while short jobs
 //     have a backlog, and back when jobs wait behind busy workers), and
 //     acks finished jobs in shared
 //     round trips;

@@ -78,8 +78,10 @@ func (s *starts) snapshot() []string {
 // a queue), the shares of the jobs started while every queue still has a
 // backlog (the first 15,000: "critical" runs dry at about 16,700) are within
 // ±3 points of 60/30/10, and "low" is never starved: between two of its
-// jobs no more than 50 others start (10 is its turn; the workers start
-// jobs in about the order the pool took them).
+// jobs no more than 150 others start. Its turn comes every 10 jobs the
+// pool takes, but starts are not takes: a job waits in the pool's room (32
+// here) and a worker that took a low job can be descheduled while the
+// other nine start dozens (88 under a loaded make test).
 func TestWeightedShares(t *testing.T) {
 	t.Parallel()
 	for i, drv := range durable {
@@ -121,7 +123,7 @@ func TestWeightedShares(t *testing.T) {
 				}
 			}
 			t.Logf("most jobs started between two of low's: %d", worstGap)
-			if worstGap > 50 {
+			if worstGap > 150 {
 				t.Errorf("low starved: %d jobs of other queues started between two of its own", worstGap)
 			}
 			assertNoKeys(t, e)

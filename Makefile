@@ -18,6 +18,7 @@
 #   CONVEYOR_TEST_REDIS_URL   Redis to use when it answers (default redis://127.0.0.1:6379/0)
 #   CONVEYOR_CLUSTER_PORT     first cluster port (default 7101; the next two are used too)
 #   CONVEYOR_NO_INSTALL=1     never install redis-server (nor chromium, for the dashboard's browser tests)
+#   CONVEYOR_FULL_SIZE=1      the tests that SIGKILL worker processes (worker TestKillWorkers, TestGroupOrderUnderKills) at full size, twice the jobs
 
 PKGS ?= ./...
 CLUSTER_PKGS ?= ./broker/shard ./delay/... ./broker/...

@@ -27,16 +27,32 @@ import (
 // job must be in it, every job run twice must have finished its first run
 // in a process that was killed before it could ack, and nothing may be left
 // in flight.
+var (
+	// killJobs and killMin: the default run's size keeps every kill and
+	// check at half the jobs; CONVEYOR_FULL_SIZE=1 (make chaos) runs 20,000
+	// jobs and 10 kills at least.
+	killJobs = fullOrShort(20_000, 10_000)
+	killMin  = fullOrShort(10, 5)
+)
+
+// fullOrShort returns full when CONVEYOR_FULL_SIZE is set (make chaos runs
+// the tests that kill worker processes at the size their figures in the
+// docs were measured at), short otherwise (make test).
+func fullOrShort(full, short int) int {
+	if os.Getenv("CONVEYOR_FULL_SIZE") != "" {
+		return full
+	}
+	return short
+}
+
 const (
-	killJobs    = 20_000
 	killWorkers = 4
 	// killConcurrency is per worker process. The jobs' handler time (5-50 ms
 	// each, 27.5 ms on average) over killWorkers*killConcurrency slots is a
-	// lower bound of the run time: 20,000 jobs on 20 slots need at least
-	// about 27 s, long enough for killMin kills whatever the machine.
+	// lower bound of the run time: 10,000 jobs on 20 slots need at least
+	// about 13.7 s, long enough for killMin kills whatever the machine.
 	killConcurrency = 5
 	killEvery       = 2 * time.Second
-	killMin         = 10
 	// killLease is the workers' visibility timeout, extended every
 	// killHeartbeat. Not a multiple of killEvery on purpose: with a lease
 	// equal to the kill period, the jobs a killed worker held come back just
@@ -104,11 +120,11 @@ func killRun(t *testing.T, i int) {
 			t.Fatal(err)
 		}
 	}
-	if n, err := e.rdb.SCard(ctx, w.enqueued()).Result(); err != nil || n != killJobs {
+	if n, err := e.rdb.SCard(ctx, w.enqueued()).Result(); err != nil || n != int64(killJobs) {
 		t.Fatalf("%d distinct job IDs enqueued (%v), want %d", n, err, killJobs)
 	}
 	floor := work / (killWorkers * killConcurrency)
-	if floor < (killMin+1)*killEvery {
+	if floor < time.Duration(killMin+1)*killEvery {
 		t.Fatalf("the jobs need only %v on %d slots: too short for %d kills %v apart; lower killConcurrency",
 			floor, killWorkers*killConcurrency, killMin, killEvery)
 	}
@@ -155,10 +171,10 @@ run:
 		select {
 		case <-kill.C:
 			h := handled()
-			if h == killJobs {
+			if h == int64(killJobs) {
 				break run
 			}
-			if !killDue(h, atLastKill, killJobs) {
+			if !killDue(h, atLastKill, int64(killJobs)) {
 				continue
 			}
 			atLastKill = h
@@ -167,7 +183,7 @@ run:
 			killed = append(killed, incs[s])
 			procs[s], incs[s] = spawn()
 		case <-poll.C:
-			if handled() == killJobs {
+			if handled() == int64(killJobs) {
 				break run
 			}
 			// A job discarded would never reach the witness: fail now,

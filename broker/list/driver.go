@@ -129,6 +129,9 @@ type queueKeys struct {
 	promoteTo                                                                                                                         timers.Target
 
 	enqueue, fetch, ack, ackRecord, retry, release, discard, extend, reap, cancel []string
+
+	// backlog: the last plain push found ready holding jobs (see push).
+	backlog atomic.Bool
 }
 
 // newQueueKeys lays out a queue's keys; docs/redis-keys.md describes them.

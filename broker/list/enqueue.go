@@ -18,7 +18,8 @@ import (
 
 // Enqueue stores msgs: one enqueue.lua call (or LPUSH) per queue, all or
 // none of its messages (duplicates aside; a Redis at its maxmemory refuses
-// the whole call), all in one round trip. One call holds the server for
+// the whole call), all in one round trip (a plain push that finds its
+// queue empty after one that did not adds a second: see push). One call holds the server for
 // about a microsecond per message, so split batches of many thousands when
 // that pause matters. Every message is
 // validated first; if one is invalid nothing is stored. A message with a
@@ -74,15 +75,37 @@ func (d *Driver) enqueue(ctx context.Context, c script.Client, msgs []*broker.Me
 	return timers.Duplicates(msgs, v).ErrorOrNil()
 }
 
-// push LPUSHes msgs, all of one queue, and sets the queue's wake signal,
-// in one round trip, adding the queue to the registry in the same round
-// trip when add is not nil. The LPUSH's outcome is the call's: the signal
-// only wakes an idle consumer sooner, and a keeper sets it within a second
-// when ready holds messages without it.
+// push LPUSHes msgs, all of one queue, and wakes an idle consumer when
+// ready was empty before it (wake.Signal), adding the queue to the registry
+// in the same round trip when add is not nil. A push onto jobs already
+// waiting wakes no one: the store that put the first of them there set the
+// signal, and a consumer that takes a batch and leaves jobs sets it again
+// (fetch.lua), so this push's jobs are taken with them.
+//
+// Whether ready was empty is known only from the LPUSH's reply, so push
+// guesses from the queue's last push: after one onto waiting jobs the LPUSH
+// goes alone, and the signal follows in a second round trip only when that
+// guess was wrong; otherwise the signal goes with the LPUSH in one round
+// trip. The LPUSH's outcome is the call's: the signal only wakes an idle
+// consumer sooner, and a keeper sets it within a second when ready holds
+// messages without it.
 func (d *Driver) push(ctx context.Context, c script.Client, msgs []*broker.Message, now time.Time, add *registry.Pending) error {
 	q := msgs[0].Queue
 	k := d.keys(q)
-	push := redis.NewCmd(ctx, append([]any{"lpush", k.ready}, d.values(msgs, now)...)...)
+	push := redis.NewIntCmd(ctx, append([]any{"lpush", k.ready}, d.values(msgs, now)...)...)
+	n := int64(len(msgs))
+	if add == nil && k.backlog.Load() {
+		if err := script.Send(ctx, c, push); err != nil {
+			return fmt.Errorf("list: enqueue %q: %w", q, err)
+		}
+		if push.Val() > n {
+			return nil
+		}
+		k.backlog.Store(false)
+		// Its error is not the call's: see above.
+		_ = c.Process(ctx, redis.NewIntCmd(ctx, "zadd", k.wake, 0, wake.Member))
+		return nil
+	}
 	p := c.Pipeline()
 	_ = p.Process(ctx, script.Once(push))
 	p.ZAdd(ctx, k.wake, redis.Z{Member: wake.Member})
@@ -93,6 +116,7 @@ func (d *Driver) push(ctx context.Context, c script.Client, msgs []*broker.Messa
 	if err := push.Err(); err != nil {
 		return fmt.Errorf("list: enqueue %q: %w", q, err)
 	}
+	k.backlog.Store(push.Val() > n)
 	if add != nil {
 		add.Done(ctx)
 	}

@@ -95,6 +95,74 @@ func TestOneMessageWakesOneConsumer(t *testing.T) {
 	}
 }
 
+// TestPushSignalsOnlyOntoEmpty: a push onto jobs already waiting sends its
+// LPUSH alone and leaves the wake signal as it was (whoever stored the first
+// of them signalled, and a consumer that leaves jobs behind signals again),
+// and a push that finds ready empty sets the signal even when the push
+// before found jobs waiting (a consumer took them since): with no signal an
+// idle consumer would sleep on until the keeper's look, a second later.
+func TestPushSignalsOnlyOntoEmpty(t *testing.T) {
+	t.Parallel()
+	rc := redistest.NewClient(t)
+	hook := &countingHook{} // pipelines are not counted
+	rc.AddHook(hook)
+	e := newEnvOn(t, rc, nil)
+	ctx := context.Background()
+	wake := e.key("q", "wake")
+	signalled := func() bool {
+		t.Helper()
+		n, err := e.c.Exists(ctx, wake).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	}
+	sent := func(id string) int64 {
+		t.Helper()
+		before := hook.n.Load()
+		e.enqueue(msg("q", id))
+		return hook.n.Load() - before
+	}
+
+	if n := sent("a"); n != 0 || !signalled() {
+		t.Fatalf("the first push: %d single commands, signal set %v; want one pipeline with the signal", n, signalled())
+	}
+	// The push before found ready empty: the signal goes with the LPUSH.
+	if n := sent("b"); n != 0 {
+		t.Fatalf("the second push sent %d single commands, want one pipeline", n)
+	}
+	if err := e.c.Del(ctx, wake).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The push before found a waiting: the LPUSH goes alone.
+	if n := sent("c"); n != 1 || signalled() {
+		t.Fatalf("a push onto waiting jobs: %d single commands, signal set %v; want the LPUSH alone", n, signalled())
+	}
+
+	c := e.open("q", time.Minute)
+	if ds, err := c.Fetch(ctx, 10); err != nil || len(ds) != 3 {
+		t.Fatalf("Fetch: %v, %v; want a, b and c", ids(ds), err)
+	}
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if signalled() {
+		t.Fatal("the signal outlived the fetch that emptied ready: the next check proves nothing")
+	}
+	// The guess (jobs waiting) is wrong now: the LPUSH, then the signal.
+	if n := sent("d"); n != 2 || !signalled() {
+		t.Fatalf("a push onto an emptied queue: %d single commands, signal set %v; want the LPUSH and then the signal", n, signalled())
+	}
+	// d found ready empty: e's signal goes with its LPUSH, and e finds d
+	// waiting, so f's LPUSH goes alone.
+	if n := sent("e"); n != 0 {
+		t.Fatalf("the push after one that found ready empty sent %d single commands, want one pipeline", n)
+	}
+	if n := sent("f"); n != 1 {
+		t.Fatalf("a push onto d and e sent %d single commands, want the LPUSH alone", n)
+	}
+}
+
 func TestFetchReturnsPromptlyWhenCancelled(t *testing.T) {
 	t.Parallel()
 	rc, name := namedClient(t)

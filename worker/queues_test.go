@@ -209,9 +209,11 @@ func TestStrictPriority(t *testing.T) {
 				t.Errorf("%d low jobs started among the high ones", lowBetween)
 			}
 			// What the pool held or was fetching when the high jobs came:
-			// its room, low's buffer and a fetch in flight.
-			if lowBefore > 3*conc {
-				t.Errorf("%d low jobs started after high jobs were ready; the pool held at most %d", lowBefore, 3*conc)
+			// its room, low's buffer and a fetch in flight, and up to
+			// Concurrency-1 jobs taken before but recorded after (see
+			// above: 33 seen under a loaded CI run, against 30 held).
+			if held := 3*conc + conc - 1; lowBefore > held {
+				t.Errorf("%d low jobs started after high jobs were ready; the pool held at most %d, and %d may be recorded late", lowBefore, 3*conc, conc-1)
 			}
 			assertNoKeys(t, e)
 		})

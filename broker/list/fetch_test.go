@@ -274,9 +274,26 @@ func TestFetchTakesAtMostMax(t *testing.T) {
 	}
 }
 
-// countingHook counts the commands a client sends, leaving out those
-// go-redis sends to set up a connection.
-type countingHook struct{ n atomic.Int64 }
+// countingHook counts the commands a client sends, and when, leaving out
+// those go-redis sends to set up a connection.
+type countingHook struct {
+	n  atomic.Int64
+	mu sync.Mutex
+	at []time.Time
+}
+
+// sent returns the times of the commands sent from since on.
+func (h *countingHook) sent(since time.Time) []time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []time.Time
+	for _, at := range h.at {
+		if !at.Before(since) {
+			out = append(out, at)
+		}
+	}
+	return out
+}
 
 func (h *countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h *countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
@@ -285,6 +302,9 @@ func (h *countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		case "hello", "client", "auth", "select":
 		default:
 			h.n.Add(1)
+			h.mu.Lock()
+			h.at = append(h.at, time.Now())
+			h.mu.Unlock()
 		}
 		return next(ctx, cmd)
 	}
@@ -320,7 +340,7 @@ func TestIdleFetchDoesNotPoll(t *testing.T) {
 func TestKeptIdleFetchSleeps(t *testing.T) {
 	t.Parallel()
 	rc := redistest.NewClient(t)
-	hook := &timingHook{}
+	hook := &countingHook{}
 	rc.AddHook(hook)
 	e := newEnvOn(t, rc, nil)
 	c, err := e.d.Open(context.Background(), "q", &broker.ConsumerOptions{VisibilityTimeout: time.Minute, Kept: true})
@@ -349,41 +369,4 @@ func TestKeptIdleFetchSleeps(t *testing.T) {
 	if len(early) > 3 {
 		t.Fatalf("an idle kept Fetch sent %d commands in its first 2.8s (at %v), want at most 3", len(early), early)
 	}
-}
-
-// timingHook records when a client sends each command, leaving out those
-// go-redis sends to set up a connection.
-type timingHook struct {
-	mu sync.Mutex
-	at []time.Time
-}
-
-// sent returns the times of the commands sent from since on.
-func (h *timingHook) sent(since time.Time) []time.Time {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []time.Time
-	for _, at := range h.at {
-		if !at.Before(since) {
-			out = append(out, at)
-		}
-	}
-	return out
-}
-
-func (h *timingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *timingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		switch cmd.Name() {
-		case "hello", "client", "auth", "select":
-		default:
-			h.mu.Lock()
-			h.at = append(h.at, time.Now())
-			h.mu.Unlock()
-		}
-		return next(ctx, cmd)
-	}
-}
-func (h *timingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next // as countingHook's
 }

@@ -22,6 +22,8 @@ var (
 	libSrc string
 	//go:embed lua/enqueue.lua
 	enqueueSrc string
+	//go:embed lua/enqueue_plain.lua
+	enqueuePlainSrc string
 	//go:embed lua/fetch.lua
 	fetchSrc string
 	//go:embed lua/admit.lua
@@ -42,6 +44,9 @@ var (
 	pruneSrc string
 
 	enqueueScript = script.New("stream/enqueue", enqueueSrc, timers.Lib+groups.Lib)
+	// enqueuePlainScript is enqueueScript for a batch of plain messages of
+	// a queue without a cap.
+	enqueuePlainScript = script.New("stream/enqueue_plain", enqueuePlainSrc)
 	fetchScript   = script.New("stream/fetch", fetchSrc, timers.Lib+discards.Lib+cancels.Lib+groups.Lib+limits.Lib+lib)
 	admitScript   = script.New("stream/admit", admitSrc, timers.Lib+cancels.Lib+groups.Lib+limits.Lib+lib)
 	ackScript     = script.New("stream/ack", ackSrc, timers.Lib+groups.Lib+limits.Lib+lib)

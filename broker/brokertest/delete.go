@@ -49,14 +49,18 @@ func queueKeys(t testing.TB, e *env, queue string) []string {
 	return out
 }
 
-// settledKeys is queueKeys without the queue's wake signals, and the most
-// signals it may have: an open consumer of a split queue sleeps on its
-// empty partitions in the background and may give a wake-up back (setting
-// a partition's signal) whenever a sleep returns, so their count changes
+// settledKeys is queueKeys of a split queue without its partitions' wake
+// signals, and the most signals it may have (queueKeys and 0 for a queue
+// that is not split): an open consumer of a split queue sleeps on its empty
+// partitions in the background and may give a wake-up back (setting a
+// partition's signal) whenever a sleep returns, so their count changes
 // under a test that holds such a consumer open.
 func settledKeys(t testing.TB, e *env, queue string) (ks []string, signals int) {
 	t.Helper()
-	signal := map[string]bool{keys.Queue(e.prefix, queue).Part("wake"): true}
+	if !split(e.d, queue) {
+		return queueKeys(t, e, queue), 0
+	}
+	signal := map[string]bool{}
 	for _, p := range partitions(e.d, queue) {
 		signal[keys.Queue(e.prefix, p).Part("wake")] = true
 	}

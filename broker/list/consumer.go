@@ -144,6 +144,16 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 	if max > maxFetch {
 		max = maxFetch
 	}
+	// woken: the last wait took the queue's wake-up and no fetch has
+	// looked since. A Fetch that returns so (closed, or ctx done) gives it
+	// back, so that another idle consumer takes the jobs that sent it:
+	// pushes onto waiting jobs signal no one (see Driver.Enqueue).
+	woken := false
+	defer func() {
+		if woken {
+			c.giveBack()
+		}
+	}()
 	for {
 		if c.isClosed() {
 			return nil, broker.ErrClosed
@@ -164,6 +174,7 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 		}
 		hint := time.Duration(-1)
 		if !c.drained.Load() {
+			woken = false // the fetch passes the signal on (fetch.lua)
 			ds, h, err := c.fetchOnce(ctx, max)
 			if err != nil {
 				if ctx.Err() != nil {
@@ -184,6 +195,7 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 		if err != nil {
 			return nil, err
 		}
+		woken = woke
 		// Look when woken, and when the wait ran out unless a keeper hands
 		// back expired leases.
 		c.drained.Store(!woke && c.kept)
@@ -214,6 +226,17 @@ func (c *consumer) Wake(ctx context.Context) error {
 		return fmt.Errorf("list: wake: %w", err)
 	}
 	return nil
+}
+
+// giveBack gives back a wake-up no fetch of this consumer will use (Wake),
+// with a context of its own: the caller's has ended.
+func (c *consumer) giveBack() {
+	ctx, cancel := context.WithTimeout(context.Background(), signalTimeout)
+	defer cancel()
+	if err := c.Wake(ctx); err != nil {
+		c.d.log.Warn("list: giving back a wake-up failed; the queue's keeper wakes a consumer within a second",
+			"queue", c.queue, "error", err)
+	}
 }
 
 // wait sleeps on the wake signal for at most keptBlock when kept, else for

@@ -64,8 +64,11 @@
 //
 // An idle Fetch sleeps in Redis on the queue's wake signal (BZPOPMIN on
 // {q}:wake, see internal/wake) instead of polling: whatever pushes to ready
-// sets the signal, which wakes one idle consumer, not all; a fetch that
-// leaves messages behind sets it again for the next. A consumer opened with
+// sets the signal (a plain enqueue only when it finds ready empty: jobs
+// already waiting were signalled by whoever pushed the first of them),
+// which wakes one idle consumer, not all; a fetch that leaves messages
+// behind sets it again for the next, and a consumer woken but closed or
+// cancelled before it fetched gives the wake-up back. A consumer opened with
 // broker.ConsumerOptions.Kept sleeps up to a minute, as the queue's elected
 // keeper (Driver.Campaign, Driver.Upkeep; a worker pool runs them) hands
 // back expired leases and sets the signal when ready holds messages; one

@@ -84,9 +84,10 @@ func (d *Driver) enqueue(ctx context.Context, c script.Client, msgs []*broker.Me
 //
 // Whether ready was empty is known only from the LPUSH's reply, so push
 // guesses from the queue's last push: after one onto waiting jobs the LPUSH
-// goes alone, and the signal follows in a second round trip only when that
-// guess was wrong; otherwise the signal goes with the LPUSH in one round
-// trip. The LPUSH's outcome is the call's: the signal only wakes an idle
+// goes alone, and the signal follows in a second round trip (signal_if.lua,
+// which sets nothing once the queue is deleted) only when that guess was
+// wrong or the LPUSH's reply was lost; otherwise the signal goes with the
+// LPUSH in one round trip. The LPUSH's outcome is the call's: the signal only wakes an idle
 // consumer sooner, and a keeper sets it within a second when ready holds
 // messages without it.
 func (d *Driver) push(ctx context.Context, c script.Client, msgs []*broker.Message, now time.Time, add *registry.Pending) error {
@@ -95,15 +96,24 @@ func (d *Driver) push(ctx context.Context, c script.Client, msgs []*broker.Messa
 	push := redis.NewIntCmd(ctx, append([]any{"lpush", k.ready}, d.values(msgs, now)...)...)
 	n := int64(len(msgs))
 	if add == nil && k.backlog.Load() {
-		if err := script.Send(ctx, c, push); err != nil {
-			return fmt.Errorf("list: enqueue %q: %w", q, err)
-		}
-		if push.Val() > n {
+		err := script.Send(ctx, c, push)
+		if err == nil && push.Val() > n {
 			return nil
 		}
+		// The next push sends the signal with its LPUSH.
 		k.backlog.Store(false)
-		// Its error is not the call's: see above.
-		_ = c.Process(ctx, redis.NewIntCmd(ctx, "zadd", k.wake, 0, wake.Member))
+		if err == nil || script.Unsure(err) {
+			// Ready was empty, or the LPUSH may have run: signal, unless
+			// the queue is gone meanwhile (a signal must not outlive a
+			// deleted queue's keys), even when the caller's context
+			// ended. The signal's error is not the call's: see above.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), signalTimeout)
+			_ = wake.SignalIf(sctx, c, k.ready, k.wake)
+			cancel()
+		}
+		if err != nil {
+			return fmt.Errorf("list: enqueue %q: %w", q, err)
+		}
 		return nil
 	}
 	p := c.Pipeline()
@@ -122,6 +132,9 @@ func (d *Driver) push(ctx context.Context, c script.Client, msgs []*broker.Messa
 	}
 	return nil
 }
+
+// signalTimeout bounds the wake signal a push sends after its LPUSH.
+const signalTimeout = 2 * time.Second
 
 // enqueueMany runs one script call per queue, all in one round trip. A
 // queue's messages are not split over several calls: Redis checks its

@@ -179,8 +179,10 @@ func (c *consumer) park(k int) {
 			// No Fetch of this consumer will take what woke it (the
 			// caller's workers are busy): give the wake-up back, so that
 			// an idle consumer elsewhere takes the job.
-			ctx, cancel := context.WithTimeout(c.wctx, 5*time.Second)
-			if err := s.Wake(ctx); err != nil && c.wctx.Err() == nil {
+			// Its own context: a Close ends wctx, and the wake-up must go
+			// back all the same (a push onto waiting jobs signals no one).
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(c.wctx), 5*time.Second)
+			if err := s.Wake(ctx); err != nil {
 				c.d.log.Warn("shard: giving back a wake-up failed; the queue's keeper wakes a consumer within a second",
 					"queue", c.queue, "partition", c.parts[k], "error", err)
 			}

@@ -19,8 +19,9 @@ import (
 	"github.com/conveyorq/conveyor/internal/wake"
 )
 
-// Enqueue stores msgs, which may name different queues: one enqueue.lua call
-// per queue, all pipelined in one round trip. Messages of one queue are
+// Enqueue stores msgs, which may name different queues: one script call
+// per queue (enqueue.lua, or enqueue_plain.lua for plain messages of one
+// queue without a cap), all pipelined in one round trip. Messages of one queue are
 // stored in their order. Every message is validated before anything is
 // stored. A queue's call is atomic, all or nothing: with MaxLen set, a batch
 // that does not fit is refused whole (broker.ErrQueueFull), and a Redis at

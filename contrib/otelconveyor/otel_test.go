@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -280,6 +281,10 @@ func TestRetriedJobSpans(t *testing.T) {
 			if len(prod) != 1 || len(runs) != 3 {
 				t.Fatalf("%d producer and %d consumer spans, want 1 and 3: %v", len(prod), len(runs), names(all))
 			}
+			// In the order the runs started: a span is recorded when it
+			// ends, and a run's span may end after the next run's (its
+			// retry was stored, then its goroutine descheduled).
+			slices.SortFunc(runs, func(a, b sdktrace.ReadOnlySpan) int { return a.StartTime().Compare(b.StartTime()) })
 			for n, s := range runs {
 				a := attrs(s.Attributes())
 				if got := a["conveyor.job.attempt"].AsInt64(); got != int64(n+1) {

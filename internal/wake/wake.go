@@ -53,7 +53,7 @@ var signalIfScript = script.New("wake.signal_if", signalIfLua)
 // SignalIf is Signal on key when work exists (one script call): for a
 // wake-up handed back, which should wake no one once the work is gone and
 // must not bring back the signal of a deleted queue.
-func SignalIf(ctx context.Context, rdb redis.UniversalClient, work, key string) error {
+func SignalIf(ctx context.Context, rdb script.Processor, work, key string) error {
 	_, err := signalIfScript.Run(ctx, rdb, []string{work, key})
 	return err
 }

@@ -19,9 +19,9 @@ import (
 // Enqueue stores msgs: one enqueue.lua call (or LPUSH) per queue, all or
 // none of its messages (duplicates aside; a Redis at its maxmemory refuses
 // the whole call), all in one round trip (a plain push that finds its
-// queue empty after one that did not adds a second: see push). One call holds the server for
-// about a microsecond per message, so split batches of many thousands when
-// that pause matters. Every message is
+// queue empty after one that did not adds a second: see push). One call
+// holds the server for about a microsecond per message, so split batches
+// of many thousands when that pause matters. Every message is
 // validated first; if one is invalid nothing is stored. A message with a
 // RunAt after now (Redis time) becomes a timer, due then (see Promote); one
 // whose ID a pending timer of its queue has, or whose UniqueKey another
@@ -87,9 +87,9 @@ func (d *Driver) enqueue(ctx context.Context, c script.Client, msgs []*broker.Me
 // goes alone, and the signal follows in a second round trip (signal_if.lua,
 // which sets nothing once the queue is deleted) only when that guess was
 // wrong or the LPUSH's reply was lost; otherwise the signal goes with the
-// LPUSH in one round trip. The LPUSH's outcome is the call's: the signal only wakes an idle
-// consumer sooner, and a keeper sets it within a second when ready holds
-// messages without it.
+// LPUSH in one round trip. The LPUSH's outcome is the call's: the signal
+// only wakes an idle consumer sooner, and a keeper sets it within a second
+// when ready holds messages without it.
 func (d *Driver) push(ctx context.Context, c script.Client, msgs []*broker.Message, now time.Time, add *registry.Pending) error {
 	q := msgs[0].Queue
 	k := d.keys(q)

@@ -91,15 +91,15 @@ func (d *Driver) enqueue(ctx context.Context, c script.Client, msgs []*broker.Me
 			return fmt.Errorf("stream: enqueue: %w", err)
 		}
 	}
+	ks, args := d.enqueueCall(msgs)
 	if d.cfg.MaxLen == 0 && timers.Plain(msgs) {
-		// Nothing to check, nothing refused: the short script.
-		q := keys.Queue(d.cfg.Prefix, msgs[0].Queue)
-		if _, err := add.Run(ctx, c, enqueuePlainScript, []string{q.Part("stream"), q.Part("wake")}, d.plainArgs(msgs)...); err != nil {
+		// Nothing to check, nothing refused: the short script, with the
+		// same ARGV and only the keys it touches (the stream, the wake).
+		if _, err := add.Run(ctx, c, enqueuePlainScript, []string{ks[0], ks[3]}, args...); err != nil {
 			return fmt.Errorf("stream: enqueue: %w", err)
 		}
 		return nil
 	}
-	ks, args := d.enqueueCall(msgs)
 	v, err := add.Run(ctx, c, enqueueScript, ks, args...)
 	if err != nil {
 		return fmt.Errorf("stream: enqueue: %w", err)
@@ -154,7 +154,18 @@ func (d *Driver) enqueueCall(msgs []*broker.Message) ([]string, []any) {
 	g := groups.QueueKeys(d.cfg.Prefix, msgs[0].Queue)
 	// The group keys come before the unique keys EnqueueArgs appends.
 	ks := []string{q.Part("stream"), t.Delayed, t.Timers, q.Part("wake"), g.Jobs, g.State, g.Wait, g.Msgs}
-	encode := encoder(msgs)
+	size := 0
+	for _, m := range msgs {
+		size += codec.Size(m)
+	}
+	buf := make([]byte, 0, size)
+	encode := func(m *broker.Message) []byte {
+		start := len(buf)
+		buf = codec.Append(buf, m, 0)
+		// Capped, so that an append to one message's slice cannot overwrite
+		// the next message in the shared buffer.
+		return buf[start:len(buf):len(buf)]
+	}
 	maxLen := strconv.Itoa(d.cfg.MaxLen)
 	if timers.Plain(msgs) {
 		args := make([]any, 0, 3+len(msgs))
@@ -168,33 +179,4 @@ func (d *Driver) enqueueCall(msgs []*broker.Message) ([]string, []any) {
 	args := make([]any, 0, 3+stride*len(msgs))
 	args = append(args, d.cfg.Group, maxLen, stride)
 	return timers.EnqueueArgs(t, ks, args, msgs, stride, encode)
-}
-
-// encoder returns a func that encodes each of msgs into one buffer sized
-// for them all.
-func encoder(msgs []*broker.Message) func(m *broker.Message) []byte {
-	size := 0
-	for _, m := range msgs {
-		size += codec.Size(m)
-	}
-	buf := make([]byte, 0, size)
-	return func(m *broker.Message) []byte {
-		start := len(buf)
-		buf = codec.Append(buf, m, 0)
-		// Capped, so that an append to one message's slice cannot overwrite
-		// the next message in the shared buffer.
-		return buf[start:len(buf):len(buf)]
-	}
-}
-
-// plainArgs returns enqueue_plain.lua's ARGV for msgs of one queue: the
-// group, then each encoded message.
-func (d *Driver) plainArgs(msgs []*broker.Message) []any {
-	encode := encoder(msgs)
-	args := make([]any, 0, 1+len(msgs))
-	args = append(args, d.cfg.Group)
-	for _, m := range msgs {
-		args = append(args, encode(m))
-	}
-	return args
 }

@@ -108,8 +108,11 @@ type Pool struct {
 	lanes    *lanes
 	acks     *groupcommit.Committer[*broker.Delivery]
 	settling chan struct{} // bounds retries and discards in flight
-	ackq     chan *task    // jobs to ack, for the acker
-	acking   sync.WaitGroup
+	// ackq holds the jobs to ack, for the acker. It holds a full ack batch
+	// even for a small pool, so that workers go on while the acker's call
+	// waits to ride in a fetch's round trip (see broker/list's Ack).
+	ackq   chan *task
+	acking sync.WaitGroup
 }
 
 // task is one running job.
@@ -176,7 +179,7 @@ func NewPool(d broker.Driver, h conveyor.Handler, cfg *Config) (*Pool, error) {
 		freed:       make(chan struct{}, 1),
 		idleWake:    make(chan struct{}, 1),
 		settling:    make(chan struct{}, 2*c.Concurrency),
-		ackq:        make(chan *task, 2*c.Concurrency),
+		ackq:        make(chan *task, max(2*c.Concurrency, maxAckBatch)),
 	}, nil
 }
 

@@ -60,6 +60,9 @@ type consumer struct {
 	// drained: the last fetch emptied ready, so the next Fetch waits for
 	// the wake signal before it looks (a message stored since has set it).
 	drained atomic.Bool
+	// bus carries acks in the round trip of the next fetch while the queue
+	// has a backlog (see Ack).
+	bus *script.Bus
 	// idle is broker.ConsumerOptions.Idle (a no-op when unset): Fetch calls
 	// it before each wait.
 	idle func()
@@ -96,6 +99,7 @@ func newConsumer(d *Driver, queue string, opts *broker.ConsumerOptions) *consume
 		kept:    opts != nil && opts.Kept,
 		idle:    idle,
 		waiter:  wake.NewWaiter(d.client, k.wake),
+		bus:     script.NewBus(d.client),
 		closing: closing,
 		close:   closeFn,
 		fetchTail: [5]any{

@@ -317,6 +317,14 @@ func (p *Pool) start(ctx context.Context) (broker.Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: open queue %s: %w", p.cfg.Queue, err)
 	}
+	if r, ok := cons.(acksRider); ok {
+		// The pool fetches from this consumer alone, again as soon as it
+		// has room: its acks may ride in those fetches' round trips. A
+		// split queue's consumer (broker/shard) fetches its partitions in
+		// turn, and lanes serve several queues: there an ack would wait
+		// for a fetch that goes elsewhere.
+		r.RideAcks()
+	}
 	return cons, nil
 }
 
@@ -803,6 +811,10 @@ func (p *Pool) run(base context.Context, t *task) {
 		}()
 	}
 }
+
+// acksRider is a consumer whose acks can ride in the round trips of its
+// fetches (broker/list and broker/stream: see their Ack).
+type acksRider interface{ RideAcks() }
 
 // maxAckBatch caps the jobs one ack round trip carries.
 const maxAckBatch = 256

@@ -61,8 +61,9 @@ type consumer struct {
 	// the wake signal before it looks (a message stored since has set it).
 	drained atomic.Bool
 	// bus carries acks in the round trip of the next fetch while the queue
-	// has a backlog (see Ack).
-	bus *script.Bus
+	// has a backlog (see Ack), once rides is set (RideAcks).
+	bus   *script.Bus
+	rides atomic.Bool
 	// idle is broker.ConsumerOptions.Idle (a no-op when unset): Fetch calls
 	// it before each wait.
 	idle func()

@@ -24,12 +24,15 @@ import (
 // doubt, a settle of a settled delivery fails with broker.ErrLeaseLost.
 
 // Ack settles deliveries as done and removes them from Redis, in one script
-// call. While the queue has a backlog and the consumer fetches often (its
-// last fetch left messages in ready, and fetches came within
-// script.MaxRide of each other), the call waits up to twice that gap for
-// the consumer's next fetch and rides in its round trip (script.Bus): a
-// busy consumer then pays one round trip per fetch, not two. A delivery whose lease was reclaimed fails with
+// call. A delivery whose lease was reclaimed fails with
 // broker.ErrLeaseLost; the others are acked all the same.
+//
+// Once RideAcks was called, while the queue has a backlog and the consumer
+// fetches often (its last fetch left messages in ready, and fetches came
+// within script.MaxRide of each other), a call of at most script.RideItems
+// deliveries waits up to twice that gap for the consumer's next fetch and
+// rides in its round trip (script.Bus): a busy consumer then pays one round
+// trip per fetch, not two.
 //
 // A delivery whose Finish is set gets its record of the finished job
 // (broker.Records) in the same script call, and one of a group
@@ -46,7 +49,18 @@ func (c *consumer) Ack(ctx context.Context, ds ...*broker.Delivery) error {
 
 // ackVia returns what an ack is sent through: the consumer's bus, waiting
 // for a fetch when one is due soon (see Ack).
-func (c *consumer) ackVia(n int) script.Processor { return c.bus.Carry(c.bus.Ride(n)) }
+func (c *consumer) ackVia(n int) script.Processor {
+	if !c.rides.Load() {
+		return c.bus.Carry(0)
+	}
+	return c.bus.Carry(c.bus.Ride(n))
+}
+
+// RideAcks lets the consumer's acks ride in the round trips of its fetches
+// (see Ack), for a caller that fetches from this consumer alone, again as
+// soon as it has room (a worker pool of one queue). Without it an ack goes
+// at once.
+func (c *consumer) RideAcks() { c.rides.Store(true) }
 
 // ackRecorded is Ack of a batch in which some deliveries ask for a record
 // or belong to a group: ack_record.lua, maxSettle deliveries per call.

@@ -68,8 +68,9 @@ type consumer struct {
 	signalling atomic.Bool
 	waiter     *wake.Waiter
 	// bus carries acks in the round trip of the next read while the
-	// stream has a backlog (see Ack).
-	bus *script.Bus
+	// stream has a backlog (see Ack), once rides is set (RideAcks).
+	bus   *script.Bus
+	rides atomic.Bool
 	// closing ends when the consumer is closed (cancel): Fetch and a wait
 	// return broker.ErrClosed.
 	closing context.Context

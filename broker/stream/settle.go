@@ -36,11 +36,13 @@ import (
 // delivery fails with broker.ErrLeaseLost.
 
 // Ack settles deliveries as done: their entries are acknowledged and deleted.
-// While the stream has a backlog and the consumer reads often (its last
-// read was full, and reads came within script.MaxRide of each other), the
-// call waits up to twice that gap for the consumer's next read and rides in
-// its round trip (script.Bus): a busy consumer then pays one round trip per
-// read, not two.
+//
+// Once RideAcks was called, while the stream has a backlog and the consumer
+// reads often (its last read was full, and reads came within
+// script.MaxRide of each other), a call of at most script.RideItems
+// deliveries waits up to twice that gap for the consumer's next read and
+// rides in its round trip (script.Bus): a busy consumer then pays one
+// round trip per read, not two.
 //
 // A delivery whose Finish is set gets its record of the finished job
 // (broker.Records) in the same script call, and one of a group
@@ -175,7 +177,18 @@ func (c *consumer) Extend(ctx context.Context, ttl time.Duration, ds ...*broker.
 
 // ackVia returns what an ack is sent through: the consumer's bus, waiting
 // for a fetch when one is due soon (see Ack).
-func (c *consumer) ackVia(n int) script.Processor { return c.bus.Carry(c.bus.Ride(n)) }
+func (c *consumer) ackVia(n int) script.Processor {
+	if !c.rides.Load() {
+		return c.bus.Carry(0)
+	}
+	return c.bus.Carry(c.bus.Ride(n))
+}
+
+// RideAcks lets the consumer's acks ride in the round trips of its reads
+// (see Ack), for a caller that reads from this consumer alone, again as
+// soon as it has room (a worker pool of one queue). Without it an ack goes
+// at once.
+func (c *consumer) RideAcks() { c.rides.Store(true) }
 
 // batch runs s over ds through via, at most maxBatch deliveries per call. head returns
 // a call's ARGV before its deliveries, item appends one delivery's ARGV

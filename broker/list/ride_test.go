@@ -6,8 +6,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/conveyorq/conveyor/broker"
-	"github.com/conveyorq/conveyor/internal/ridetest"
 	"github.com/conveyorq/conveyor/internal/redistest"
+	"github.com/conveyorq/conveyor/internal/ridetest"
 )
 
 // TestAcksRideOnlyWhenAsked: see ridetest.AcksRide.

@@ -84,7 +84,7 @@ func (b *Bus) Drove(soon bool) {
 // carries: a bigger batch shares its round trip among enough items already,
 // and its caller, who sends one batch at a time, must not wait when items
 // pile up faster than rides come.
-const RideItems = 64
+const RideItems = 32
 
 // Ride returns how long a command of items items may wait for the next
 // driving command: twice the mean gap between the last ones, when the last

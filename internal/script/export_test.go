@@ -11,3 +11,6 @@ func BusWaiting(b *Bus) int {
 	defer b.mu.Unlock()
 	return len(b.waiting)
 }
+
+// NoFunctions is noFunctions.
+var NoFunctions = noFunctions

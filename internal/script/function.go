@@ -151,7 +151,9 @@ func isFunctionMissing(err error) bool {
 
 // noFunctions reports whether err says c cannot use functions: the server
 // has no FCALL or FUNCTION (before Redis 7, an emulator), or the user may
-// not run them. Nothing ran.
+// not run them. Nothing ran. An error raised inside a function (it names
+// the script, "script: ..., on @user_function:N") is the function's own:
+// it ran, and must not run again by EVALSHA.
 func noFunctions(err error) bool {
 	if err == nil {
 		return false
@@ -161,7 +163,18 @@ func noFunctions(err error) bool {
 		return false
 	}
 	msg := strings.ToLower(rerr.Error())
-	return strings.HasPrefix(msg, "noperm") || strings.Contains(msg, "unknown command") || strings.Contains(msg, "unknown subcommand")
+	if strings.Contains(msg, "script:") || strings.Contains(msg, "user_function") {
+		return false
+	}
+	if !strings.HasPrefix(msg, "noperm") && !strings.Contains(msg, "unknown command") && !strings.Contains(msg, "unknown subcommand") {
+		return false
+	}
+	for _, name := range []string{"'fcall'", "`fcall`", "'function|load'", "'function'", "`function`", "function help"} {
+		if strings.Contains(msg, name) {
+			return true
+		}
+	}
+	return false
 }
 
 // unwrapper is a Processor that sends through another (a Bus's carrier

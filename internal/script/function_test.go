@@ -95,3 +95,50 @@ func TestFunctionRefusedRunsByEvalsha(t *testing.T) {
 		t.Errorf("commands sent %q, want one refused FCALL, then EVALSHA (EVAL after a NOSCRIPT) each call", got)
 	}
 }
+
+// TestFunctionErrorsOfItsOwnAreNotRunAgain: an error a function raises
+// itself, here a command its user may not run, is the call's outcome; the
+// script does not run a second time by EVALSHA (its writes before the
+// error would be made twice).
+func TestFunctionErrorsOfItsOwnAreNotRunAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := script.New("test.fn_own_error", "redis.call('INCR', KEYS[1])\nredis.call('ZADD', KEYS[2], 1, 'm')\nreturn twice('x')", fnLib).AsFunction("allow-oom")
+	prefix := redistest.Prefix(t)
+	_, rdb := redistest.ACLUser(t, append(redistest.LeastPrivilege(prefix), "-zadd")...)
+	n, z := prefix+":{fn}:n", prefix+":{fn}:z"
+	if _, err := s.Run(ctx, rdb, []string{n, z}); err == nil {
+		t.Fatal("Run without ZADD permission succeeded")
+	}
+	if got, err := redistest.Client(t).Get(ctx, n).Result(); err != nil || got != "1" {
+		t.Fatalf("the counter the script increments before its refused ZADD = %q, %v; want 1 (one run)", got, err)
+	}
+}
+
+// TestNoFunctionsTellsARefusedCallFromAFunctionsOwnError: only a refusal
+// of FCALL or FUNCTION itself sends a script to EVALSHA.
+func TestNoFunctionsTellsARefusedCallFromAFunctionsOwnError(t *testing.T) {
+	t.Parallel()
+	for msg, want := range map[string]bool{
+		"NOPERM this user has no permissions to run the 'fcall' command":                                          true,
+		"NOPERM this user has no permissions to run the 'function|load' command":                                  true,
+		"ERR unknown command 'fcall', with args beginning with: 'conveyor_0'":                                     true,
+		"ERR unknown command `fcall`, with args beginning with: `conveyor_0`, ":                                   true,
+		"ERR unknown subcommand 'load'. Try FUNCTION HELP.":                                                       true,
+		"ERR The user executing the script can't run this command or subcommand script: tz, on @user_function:2.": false,
+		"NOPERM this user has no permissions to run the 'zadd' command script: tz, on @user_function:2.":          false,
+		"NOPERM this user has no permissions to access one of the keys used as arguments":                         false,
+		"ERR Function not found": false,
+	} {
+		if got := script.NoFunctions(replyError(msg)); got != want {
+			t.Errorf("noFunctions(%q) = %v, want %v", msg, got, want)
+		}
+	}
+}
+
+// replyError is an error reply from Redis (redis.Error).
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+
+func (replyError) RedisError() {}

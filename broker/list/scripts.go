@@ -52,7 +52,7 @@ var lib = timers.Lib + discards.Lib + reclaims.Lib + cancels.Lib + records.Lib +
 
 // The scripts are immutable after init; sharing them between drivers lets
 // every driver reuse the SHA the server already has. The fetch and settle
-// scripts run as Redis functions where the server has them (see
+// scripts run as Redis functions for a driver with Config.Functions (see
 // script.AsFunction: their helpers are defined once, not on every call),
 // flagged allow-oom: they must run on a full Redis, which they drain.
 var (

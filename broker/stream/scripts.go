@@ -43,6 +43,9 @@ var (
 	//go:embed lua/prune.lua
 	pruneSrc string
 
+	// The fetch and settle scripts run as Redis functions for a driver with
+	// Config.Functions (see script.AsFunction), flagged allow-oom: they
+	// must run on a full Redis, which they drain.
 	enqueueScript = script.New("stream/enqueue", enqueueSrc, timers.Lib+groups.Lib)
 	// enqueuePlainScript is enqueueScript for a batch of plain messages of
 	// a queue without a cap.

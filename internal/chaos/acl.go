@@ -30,9 +30,6 @@ var aclCommands = map[string][]string{
 		// signal), plain enqueues, the queue registry, the promoter's
 		// wake-ups.
 		"ping", "evalsha", "eval", "bzpopmin", "lpush", "sadd", "subscribe",
-		// The fetch and settle scripts run as Redis functions, loaded on
-		// first use (internal/script.AsFunction).
-		"fcall", "function|load",
 		// Called by the scripts (enqueue, fetch, ack, extend, retry,
 		// release, discard, reap, the timer and discard-list scripts).
 		"time", "llen", "rpop", "rpush", "lindex", "ltrim", "zadd", "zrem", "zcard", "zrange",
@@ -66,7 +63,6 @@ var aclCommands = map[string][]string{
 	},
 	"stream": {
 		"ping", "evalsha", "eval", "xadd", "xreadgroup", "xread", "exists", "xgroup|create", "sadd", "subscribe",
-		"fcall", "function|load",
 		"time", "del", "xack", "xdel", "xlen", "xpending", "xrange", "xclaim", "xautoclaim", "xgroup|delconsumer", "xinfo|consumers",
 		"lpush", "rpop", "lindex", "ltrim", "zadd", "zrem", "zcard", "zrange", "zrangebyscore", "zscore",
 		"hset", "hmget", "hdel", "hincrby", "set", "incrby", "publish",

@@ -9,7 +9,7 @@ package redisacl
 func LeastPrivilege(prefix string) []string {
 	return append(Patterns(prefix),
 		"+@list", "+@sortedset", "+@hash", "+@set", "+@stream", "+@string", "+@pubsub",
-		"+evalsha", "+eval", "+fcall", "+function|load", "+time", "+del", "+exists", "+pexpire", "+pttl", "+ping", "+hello",
+		"+evalsha", "+eval", "+time", "+del", "+exists", "+pexpire", "+pttl", "+ping", "+hello",
 	)
 }
 

@@ -12,8 +12,7 @@ import (
 
 // Durable returns what the list and stream drivers both send, on the keys
 // and channels of ProbeQueue under prefix: the scripts themselves (EVALSHA,
-// EVAL on NOSCRIPT; FCALL and FUNCTION LOAD for those that run as Redis
-// functions, see internal/script.AsFunction), the server's clock (TIME, in every script that
+// EVAL on NOSCRIPT), the server's clock (TIME, in every script that
 // decides by time), the commands of internal/timers' scripts (timers,
 // unique keys, cron records and the index of cron series, the promoters'
 // wake-up channel),
@@ -61,8 +60,6 @@ func Durable(prefix string) []Need {
 		Command("TIME"),
 		Key(q.Part("ready"), "EVALSHA", "0", "1", q.Part("ready")),
 		Key(q.Part("ready"), "EVAL", "return 0", "1", q.Part("ready")),
-		Key(q.Part("ready"), "FCALL", "f", "1", q.Part("ready")),
-		Command("FUNCTION LOAD", "#!lua name=probe"),
 		Channel(t.Channel, "PUBLISH", "0"),
 		Channel(t.Channel, "SUBSCRIBE"),
 		Key(t.Delayed, "ZADD", t.Delayed, "0", "m"),
@@ -94,5 +91,16 @@ func Durable(prefix string) []Need {
 		Key(d.Dropped, "INCRBY", d.Dropped, "1"),
 		Key(reg, "SADD", reg, "q"),
 		Key(reg, "SSCAN", reg, "0"),
+	}
+}
+
+// Functions returns what a driver with Redis functions turned on adds
+// (internal/script.EnableFunctions): FCALL on ProbeQueue's keys under
+// prefix, and FUNCTION LOAD.
+func Functions(prefix string) []Need {
+	ready := keys.Queue(prefix, ProbeQueue).Part("ready")
+	return []Need{
+		Key(ready, "FCALL", "f", "1", ready),
+		Command("FUNCTION LOAD", "#!lua name=probe"),
 	}
 }

@@ -177,6 +177,17 @@ func (b *Bus) Send(ctx context.Context, cmds ...redis.Cmder) error {
 	if len(rs) == 0 && len(cmds) == 1 {
 		return b.c.Process(ctx, cmds[0])
 	}
+	ctxErr := ctx.Err()
+	if ctxErr != nil {
+		// The driving commands are not sent; the riders still go.
+		for _, cmd := range cmds {
+			cmd.SetErr(ctxErr)
+		}
+		cmds = nil
+		if len(rs) == 0 {
+			return ctxErr
+		}
+	}
 	pctx := ctx
 	if len(rs) > 0 {
 		var cancel context.CancelFunc
@@ -193,6 +204,9 @@ func (b *Bus) Send(ctx context.Context, cmds ...redis.Cmder) error {
 	err := Exec(pctx, p)
 	for _, r := range rs {
 		close(r.done)
+	}
+	if ctxErr != nil {
+		return ctxErr
 	}
 	return err
 }

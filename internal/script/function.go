@@ -3,6 +3,7 @@ package script
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -15,21 +16,37 @@ import (
 // (Redis 7.0 on a 2-vCPU machine: list's fetch.lua on an empty queue costs
 // 23 µs by EVALSHA, 13 µs as a function; 43 helpers). A Redis function
 // (Redis 7's FUNCTION LOAD and FCALL) defines them once, when its library
-// loads. A script made with AsFunction runs as one: its library holds
-// the helpers it links and registers the script's text as the callback of
-// one function, both named after the script's SHA, so that every version
-// of Conveyor has its own and versions side by side never replace each
-// other's.
+// loads. A script made with AsFunction runs as one for a client that
+// EnableFunctions was given: its library holds the helpers it links and
+// registers the script's text as the callback of one function, both named
+// after the script's SHA, so that every version of Conveyor has its own
+// and versions side by side never replace each other's.
+//
+// Functions are opt-in because a function's name, unlike a script's SHA,
+// is not bound to its code: any Redis user allowed FUNCTION LOAD can load
+// other code under that name (FUNCTION LOAD REPLACE), and it then runs
+// with the permissions of whoever calls it. Enable them only where no
+// user you do not trust may load functions.
 //
 // The library is loaded on first use, on the node that answers: a call
 // that finds no such function (the server restarted without persistence,
-// was flushed, or never had it) loads it and calls again; neither call had
-// run it; a load the server refuses (a full Redis refuses FUNCTION LOAD)
-// leaves the call, and the next ones for a second, to EVALSHA. A server
-// without functions (before Redis 7, an emulator) or a
-// user without the permission to load or call them gets the script by
-// EVALSHA instead, as if AsFunction had not been called; the client
+// was flushed, or never had it) loads it there and calls again; neither
+// call had run it. A load that fails (a full Redis refuses FUNCTION LOAD,
+// a node is out of reach) leaves the call, and the client's next ones for
+// a second, to EVALSHA. A server without functions (before Redis 7, an
+// emulator) or a user without the permission to load or call them gets
+// the script by EVALSHA, as if AsFunction had not been called; the client
 // remembers that for ten minutes before it tries a function again.
+
+// enabled holds the clients (see rootOf) that run AsFunction scripts as
+// functions.
+var enabled sync.Map
+
+// EnableFunctions makes every script made with AsFunction run as a Redis
+// function when sent through c (or through anything that sends through
+// c's client in the end, see rootOf). See above for what that asks of the
+// server's ACL users.
+func EnableFunctions(c Processor) { enabled.Store(rootOf(c), true) }
 
 // functionRetry is how long a client that could not use functions runs
 // the script by EVALSHA before it tries a function again.
@@ -84,29 +101,34 @@ func (s *Script) Function() string {
 	return s.fn.name
 }
 
-// runFunction runs s by FCALL through c. ok is false when c cannot use
+// runFunction runs s by FCALL through c. ok is false when c does not use
 // functions: the caller then runs s by EVALSHA.
 func (s *Script) runFunction(ctx context.Context, c Processor, keys []string, args []any) (v any, err error, ok bool) {
 	root := rootOf(c)
+	if _, on := enabled.Load(root); !on {
+		return nil, nil, false
+	}
 	if until, off := s.fn.off.Load(root); off && time.Now().Before(until.(time.Time)) {
 		return nil, nil, false
 	}
 	cmd := s.fcall(ctx, keys, args)
 	err = Send(ctx, c, cmd)
 	if isFunctionMissing(err) {
-		err = s.load(ctx, c)
-		var refused redis.Error
-		if err != nil && !noFunctions(err) && errors.As(err, &refused) {
-			// The server refused the load (out of memory: FUNCTION LOAD
-			// is refused then, where a script that frees memory is not):
-			// this call, and the next for loadRetry, go by EVALSHA.
-			s.fn.off.Store(root, time.Now().Add(loadRetry))
+		if lerr := s.load(ctx, root, keys); lerr != nil {
+			// Out of memory, a node out of reach: this call, and the
+			// next for loadRetry, go by EVALSHA. A server or user that
+			// has no FUNCTION LOAD, or code it will not compile: for
+			// functionRetry.
+			wait := loadRetry
+			var refused redis.Error
+			if noFunctions(lerr) || (errors.As(lerr, &refused) && !strings.HasPrefix(lerr.Error(), "OOM")) {
+				wait = functionRetry
+			}
+			s.fn.off.Store(root, time.Now().Add(wait))
 			return nil, nil, false
 		}
-		if err == nil {
-			cmd = s.fcall(ctx, keys, args)
-			err = Send(ctx, c, cmd)
-		}
+		cmd = s.fcall(ctx, keys, args)
+		err = Send(ctx, c, cmd)
 	}
 	if noFunctions(err) {
 		s.fn.off.Store(root, time.Now().Add(functionRetry))
@@ -123,24 +145,31 @@ func (s *Script) fcall(ctx context.Context, keys []string, args []any) *redis.Cm
 	return scriptCmd(ctx, "fcall", s.fn.name, keys, args)
 }
 
-// load loads s's library where c sends: on every master of a cluster
-// client, else on c's server. A library that is there already counts as
-// loaded.
-func (s *Script) load(ctx context.Context, c Processor) error {
-	one := func(ctx context.Context, p Processor) error {
-		err := p.Process(ctx, redis.NewCmd(ctx, "function", "load", s.fn.lib))
-		if err != nil && strings.Contains(err.Error(), "already exists") {
-			return nil
-		}
-		return err
-	}
-	switch r := rootOf(c).(type) {
+// load loads s's library on the server of keys[0] that root sends to: on a
+// cluster client, the master of its slot. A library that is there already
+// counts as loaded.
+func (s *Script) load(ctx context.Context, root any, keys []string) error {
+	var p Processor
+	switch r := root.(type) {
 	case *redis.ClusterClient:
-		return r.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return one(ctx, n) })
+		if len(keys) == 0 {
+			return errors.New("conveyor: a function without keys has no node to load on")
+		}
+		n, err := r.MasterForKey(ctx, keys[0])
+		if err != nil {
+			return err
+		}
+		p = n
 	case Processor:
-		return one(ctx, r)
+		p = r
+	default:
+		return fmt.Errorf("conveyor: cannot load a function through %T", root)
 	}
-	return one(ctx, c)
+	err := p.Process(ctx, redis.NewCmd(ctx, "function", "load", s.fn.lib))
+	if err != nil && strings.Contains(err.Error(), "already exists") {
+		return nil
+	}
+	return err
 }
 
 // isFunctionMissing reports whether err says the server has no such

@@ -48,6 +48,7 @@ func TestFunctionLoadsOnFirstUse(t *testing.T) {
 	ctx := context.Background()
 	s := script.New("test.fn_first_use", "return {twice(KEYS[1]), twice(ARGV[1])}", fnLib).AsFunction("allow-oom")
 	rdb := redistest.NewClient(t)
+	script.EnableFunctions(rdb)
 	onMasters(t, rdb, func(ctx context.Context, c redis.Cmdable) error {
 		err := c.FunctionDelete(ctx, s.Function()).Err()
 		if err != nil && !strings.Contains(err.Error(), "not found") {
@@ -74,14 +75,16 @@ func TestFunctionLoadsOnFirstUse(t *testing.T) {
 	}
 }
 
-// TestFunctionRefusedRunsByEvalsha: a user who may not run FCALL gets the
-// script by EVALSHA, and the client does not ask again at every call.
+// TestFunctionRefusedRunsByEvalsha: a user who may not run FCALL (here one
+// who may load functions, not call them) gets the script by EVALSHA, and
+// the client does not ask again at every call.
 func TestFunctionRefusedRunsByEvalsha(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := script.New("test.fn_refused", "return twice(ARGV[1])", fnLib).AsFunction("allow-oom")
 	prefix := redistest.Prefix(t)
-	_, rdb := redistest.ACLUser(t, redistest.Without(redistest.LeastPrivilege(prefix), "+fcall")...)
+	_, rdb := redistest.ACLUser(t, append(redistest.LeastPrivilege(prefix), "+function|load")...)
+	script.EnableFunctions(rdb)
 	h := &drivertest.CmdLog{}
 	rdb.AddHook(h)
 	for round := range 2 {
@@ -105,7 +108,8 @@ func TestFunctionErrorsOfItsOwnAreNotRunAgain(t *testing.T) {
 	ctx := context.Background()
 	s := script.New("test.fn_own_error", "redis.call('INCR', KEYS[1])\nredis.call('ZADD', KEYS[2], 1, 'm')\nreturn twice('x')", fnLib).AsFunction("allow-oom")
 	prefix := redistest.Prefix(t)
-	_, rdb := redistest.ACLUser(t, append(redistest.LeastPrivilege(prefix), "-zadd")...)
+	_, rdb := redistest.ACLUser(t, append(redistest.LeastPrivilege(prefix), "+fcall", "+function|load", "-zadd")...)
+	script.EnableFunctions(rdb)
 	n, z := prefix+":{fn}:n", prefix+":{fn}:z"
 	if _, err := s.Run(ctx, rdb, []string{n, z}); err == nil {
 		t.Fatal("Run without ZADD permission succeeded")
@@ -142,3 +146,20 @@ type replyError string
 func (e replyError) Error() string { return string(e) }
 
 func (replyError) RedisError() {}
+
+// TestFunctionsAreOptIn: a client not given to EnableFunctions runs a
+// script made with AsFunction by EVALSHA.
+func TestFunctionsAreOptIn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := script.New("test.fn_opt_in", "return twice(ARGV[1])", fnLib).AsFunction("allow-oom")
+	rdb := redistest.NewClient(t)
+	h := &drivertest.CmdLog{}
+	rdb.AddHook(h)
+	if v, err := s.Run(ctx, rdb, []string{redistest.Prefix(t) + ":{fn}:k"}, "c"); err != nil || v != "cc" {
+		t.Fatalf("Run = %v, %v; want cc", v, err)
+	}
+	if got := strings.Join(names(h), " "); got != "evalsha" && got != "evalsha eval" {
+		t.Errorf("commands sent %q, want EVALSHA (EVAL after a NOSCRIPT)", got)
+	}
+}

@@ -2,6 +2,7 @@ package script_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -161,5 +162,40 @@ func TestFunctionsAreOptIn(t *testing.T) {
 	}
 	if got := strings.Join(names(h), " "); got != "evalsha" && got != "evalsha eval" {
 		t.Errorf("commands sent %q, want EVALSHA (EVAL after a NOSCRIPT)", got)
+	}
+}
+
+// TestFunctionLoadRefusedRunsByEvalsha: a full Redis refuses FUNCTION
+// LOAD; the call then runs by EVALSHA, and so do the next ones for a
+// while, without a load each.
+func TestFunctionLoadRefusedRunsByEvalsha(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := redistest.StartServer(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
+	rdb := srv.Client(t)
+	script.EnableFunctions(rdb)
+	fill := strings.Repeat("x", 64<<10)
+	for i := 0; ; i++ {
+		if err := rdb.Set(ctx, fmt.Sprint("fill:", i), fill, 0).Err(); err != nil {
+			if !strings.HasPrefix(err.Error(), "OOM") {
+				t.Fatalf("filling Redis: %v", err)
+			}
+			break
+		}
+		if i > 10000 {
+			t.Fatal("Redis never filled")
+		}
+	}
+	h := &drivertest.CmdLog{}
+	rdb.AddHook(h)
+	s := script.New("test.fn_full", "return twice(ARGV[1])", fnLib).AsFunction("allow-oom")
+	for round := range 2 {
+		if v, err := s.Run(ctx, rdb, []string{"k"}, "d"); err != nil || v != "dd" {
+			t.Fatalf("round %d: Run on a full Redis = %v, %v; want dd", round, v, err)
+		}
+	}
+	got := strings.Join(names(h), " ")
+	if got != "fcall function evalsha eval evalsha" && got != "fcall function evalsha evalsha" {
+		t.Errorf("commands sent %q, want a failed FCALL, a refused load, then EVALSHA (EVAL after a NOSCRIPT) for both calls", got)
 	}
 }

@@ -813,7 +813,7 @@ func (p *Pool) run(base context.Context, t *task) {
 }
 
 // acksRider is a consumer whose acks can ride in the round trips of its
-// fetches (broker/list and broker/stream: see their Ack).
+// fetches (broker/list: see its Ack).
 type acksRider interface{ RideAcks() }
 
 // maxAckBatch caps the jobs one ack round trip carries.

@@ -39,7 +39,7 @@ var _ broker.Limiter = (*Driver)(nil)
 // group) in one pipeline with an EXISTS of the queue's limits key, after
 // it: whether the read's entries need admission then costs no round trip.
 type limitGate struct {
-	bus    *script.Bus
+	rdb    redis.UniversalClient
 	key    string
 	exists *redis.IntCmd
 }
@@ -47,8 +47,10 @@ type limitGate struct {
 // Process sends cmd and the EXISTS in one round trip. Its error is the
 // first of either; each command's own is on it.
 func (g *limitGate) Process(ctx context.Context, cmd redis.Cmder) error {
-	g.exists = redis.NewIntCmd(ctx, "exists", g.key)
-	return g.bus.Send(ctx, cmd, g.exists)
+	p := g.rdb.Pipeline()
+	_ = p.Process(ctx, cmd)
+	g.exists = p.Exists(ctx, g.key)
+	return script.Exec(ctx, p)
 }
 
 // limited reports whether the entries read must go through admission: the

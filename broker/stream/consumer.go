@@ -67,10 +67,6 @@ type consumer struct {
 	// signalling is set while a background signal (see signal) is sent.
 	signalling atomic.Bool
 	waiter     *wake.Waiter
-	// bus carries acks in the round trip of the next read while the
-	// stream has a backlog (see Ack), once rides is set (RideAcks).
-	bus   *script.Bus
-	rides atomic.Bool
 	// closing ends when the consumer is closed (cancel): Fetch and a wait
 	// return broker.ErrClosed.
 	closing context.Context
@@ -106,7 +102,6 @@ func newConsumer(d *Driver, queue string, opts *broker.ConsumerOptions) *consume
 		kept:      opts != nil && opts.Kept,
 		idle:      idle,
 		waiter:    wake.NewWaiter(d.rdb, k.wake, k.reclaim),
-		bus:       script.NewBus(d.rdb),
 		closing:   closing,
 		cancel:    cancel,
 		d:         d,

@@ -59,9 +59,6 @@ func (c *consumer) Fetch(ctx context.Context, max int) ([]*broker.Delivery, erro
 			continue // paused when last asked: read nothing until it is not
 		}
 		r, err := c.fetchOnce(ctx, max)
-		// A full read: the caller will likely read again soon, so its
-		// acks may wait for that round trip.
-		c.bus.Drove(err == nil && r.read > 0 && r.read == r.asked)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -295,7 +292,7 @@ func (c *consumer) round(ctx context.Context, max int) (fetchResult, error) {
 		max = (max + reclaimShare - 1) / reclaimShare
 	}
 
-	v, err := fetchScript.Run(ctx, c.bus.Drive(), c.fetchKeys(),
+	v, err := fetchScript.Run(ctx, c.d.rdb, c.fetchKeys(),
 		c.d.cfg.Group, c.name, max, c.vtMS, cursor, c.d.cfg.MaxRecoveries, c.d.cfg.DiscardMax, c.d.Keeper.Retention.AgeArg())
 	c.noteRead(err)
 	if err != nil {
@@ -357,8 +354,7 @@ func (c *consumer) round(ctx context.Context, max int) (fetchResult, error) {
 // it was deleted by hand; Fetch then blocks on its creation) or, when it
 // does, that someone destroyed the group (fetchOnce recreates it).
 func (c *consumer) readNew(ctx context.Context, max int, start time.Time) (fetchResult, error) {
-	// The gate's round trip carries the acks waiting on the bus (see Ack).
-	gate := &limitGate{bus: c.bus, key: c.keys.limits.Max}
+	gate := &limitGate{rdb: c.d.rdb, key: c.keys.limits.Max}
 	streams, err := c.readGroup(ctx, gate, &redis.XReadGroupArgs{
 		Group: c.d.cfg.Group, Consumer: c.name,
 		Streams: []string{c.keys.stream, ">"}, Count: int64(max), Block: -1, // -1: no BLOCK

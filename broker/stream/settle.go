@@ -37,13 +37,6 @@ import (
 
 // Ack settles deliveries as done: their entries are acknowledged and deleted.
 //
-// Once RideAcks was called, while the stream has a backlog and the consumer
-// reads often (its last read was full, and reads came within
-// script.MaxRide of each other), a call of at most script.RideItems
-// deliveries waits up to twice that gap for the consumer's next read and
-// rides in its round trip (script.Bus): a busy consumer then pays one
-// round trip per read, not two.
-//
 // A delivery whose Finish is set gets its record of the finished job
 // (broker.Records) in the same script call, and one of a group
 // (Message.Group) lets the next job of its group in: such a batch runs
@@ -55,7 +48,7 @@ func (c *consumer) Ack(ctx context.Context, ds ...*broker.Delivery) error {
 		return c.ackRecorded(ctx, ds)
 	}
 	k := c.keys
-	return c.batch(ctx, "ack", c.ackVia(len(ds)), ackScript, slices.Concat([]string{k.stream, k.stats, k.reclaimed, k.wake}, k.limits.List()),
+	return c.batch(ctx, "ack", ackScript, slices.Concat([]string{k.stream, k.stats, k.reclaimed, k.wake}, k.limits.List()),
 		func(chunk []*broker.Delivery) []any {
 			lo, hi := receiptRange(chunk)
 			return []any{c.d.cfg.Group, c.name, lo, hi}
@@ -88,7 +81,7 @@ func (c *consumer) ackRecorded(ctx context.Context, ds []*broker.Delivery) error
 		sent = append(sent, d)
 	}
 	k := c.keys
-	err := c.batch(ctx, "ack", c.ackVia(len(sent)), ackRecordScript, slices.Concat([]string{k.stream, k.stats, k.reclaimed, k.wake}, k.records.List(), k.groups.List(), k.limits.List()),
+	err := c.batch(ctx, "ack", ackRecordScript, slices.Concat([]string{k.stream, k.stats, k.reclaimed, k.wake}, k.records.List(), k.groups.List(), k.limits.List()),
 		func(chunk []*broker.Delivery) []any {
 			lo, hi := receiptRange(chunk)
 			return []any{c.d.cfg.Group, c.name, lo, hi, c.d.cfg.RecordMax}
@@ -124,7 +117,7 @@ func (c *consumer) Release(ctx context.Context, ds ...*broker.Delivery) error {
 
 func (c *consumer) requeue(ctx context.Context, op string, inc int, at int64, ds ...*broker.Delivery) error {
 	k := c.keys
-	return c.batch(ctx, op, c.d.rdb, requeueScript, slices.Concat([]string{k.stream, k.delayed, k.timers.Timers, k.stats, k.reclaimed, k.wake, k.canceled}, k.groups.List(), k.limits.List()),
+	return c.batch(ctx, op, requeueScript, slices.Concat([]string{k.stream, k.delayed, k.timers.Timers, k.stats, k.reclaimed, k.wake, k.canceled}, k.groups.List(), k.limits.List()),
 		fixed(c.d.cfg.Group, c.name, inc), ds,
 		func(args []any, d *broker.Delivery, count string) []any { return append(args, d.Receipt, count, at) }, nil)
 }
@@ -147,7 +140,7 @@ func (c *consumer) discard(ctx context.Context, d *broker.Delivery, reason strin
 		}
 	}
 	k := c.keys
-	return c.batch(ctx, "discard", c.d.rdb, discardScript, slices.Concat([]string{k.stream, k.dead, k.deadDropped, k.deadExpired, k.stats, k.reclaimed, k.wake}, k.records.List(), k.groups.List(), k.limits.List()),
+	return c.batch(ctx, "discard", discardScript, slices.Concat([]string{k.stream, k.dead, k.deadDropped, k.deadExpired, k.stats, k.reclaimed, k.wake}, k.records.List(), k.groups.List(), k.limits.List()),
 		fixed(c.d.cfg.Group, c.name), []*broker.Delivery{d},
 		func(args []any, d *broker.Delivery, count string) []any {
 			return append(args, d.Receipt, count, reason, c.d.cfg.DiscardMax, c.d.Keeper.Retention.AgeArg(),
@@ -169,35 +162,20 @@ func (c *consumer) Extend(ctx context.Context, ttl time.Duration, ds ...*broker.
 	ttl = min(ttl, c.vt)
 	idle := (c.vt - ttl).Milliseconds()
 	deadline := time.Now().Add(ttl)
-	return c.batch(ctx, "extend", c.d.rdb, extendScript, []string{c.keys.stream, c.keys.canceled},
+	return c.batch(ctx, "extend", extendScript, []string{c.keys.stream, c.keys.canceled},
 		fixed(c.d.cfg.Group, c.name, idle), ds,
 		func(args []any, d *broker.Delivery, count string) []any { return append(args, d.Receipt, count) },
 		func(d *broker.Delivery) { d.LeaseDeadline = deadline })
 }
 
-// ackVia returns what an ack is sent through: the consumer's bus, waiting
-// for a fetch when one is due soon (see Ack).
-func (c *consumer) ackVia(n int) script.Processor {
-	if !c.rides.Load() {
-		return c.bus.Carry(0)
-	}
-	return c.bus.Carry(c.bus.Ride(n))
-}
-
-// RideAcks lets the consumer's acks ride in the round trips of its reads
-// (see Ack), for a caller that reads from this consumer alone, again as
-// soon as it has room (a worker pool of one queue). Without it an ack goes
-// at once.
-func (c *consumer) RideAcks() { c.rides.Store(true) }
-
-// batch runs s over ds through via, at most maxBatch deliveries per call. head returns
+// batch runs s over ds, at most maxBatch deliveries per call. head returns
 // a call's ARGV before its deliveries, item appends one delivery's ARGV
 // given its delivery count (from the token). The reply is one status per
 // delivery; onOK runs for each delivery settled, and for each extended
 // whose job was cancelled (reported as broker.ErrJobCanceled: its lease
 // holds all the same). The error is nil or a *multierror.Error of
 // *broker.DeliveryError.
-func (c *consumer) batch(ctx context.Context, op string, via script.Processor, s *script.Script, keys []string, head func([]*broker.Delivery) []any,
+func (c *consumer) batch(ctx context.Context, op string, s *script.Script, keys []string, head func([]*broker.Delivery) []any,
 	ds []*broker.Delivery, item func([]any, *broker.Delivery, string) []any, onOK func(*broker.Delivery)) error {
 	var errs *multierror.Error
 	valid := make([]*broker.Delivery, 0, len(ds))
@@ -224,7 +202,7 @@ func (c *consumer) batch(ctx context.Context, op string, via script.Processor, s
 		for i, d := range chunk {
 			args = item(args, d, chunkCounts[i])
 		}
-		v, err := s.Run(ctx, via, keys, args...)
+		v, err := s.Run(ctx, c.d.rdb, keys, args...)
 		statuses, ok := v.([]any)
 		if err == nil && (!ok || len(statuses) != len(chunk)) {
 			err = fmt.Errorf("%s: unexpected reply %v", s.Name(), v)

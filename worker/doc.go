@@ -19,9 +19,8 @@
 //     overlap running jobs (Prefetch; unset, Concurrency, and for a pool
 //     of one queue growing to 32, or twice Concurrency, while short jobs
 //     have a backlog, and back when jobs wait behind busy workers), and
-//     acks finished jobs in shared round trips (on the list driver, a pool
-//     of one queue with a backlog sends them in its next fetch's round trip
-//     when that fetch is due within a few milliseconds);
+//     acks finished jobs in shared
+//     round trips;
 //   - extends the leases of running jobs every HeartbeatInterval, and cancels
 //     a handler whose lease is lost (context cause broker.ErrLeaseLost);
 //   - settles what the handler left unsettled: nil → ack; error → retry with

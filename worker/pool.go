@@ -108,11 +108,8 @@ type Pool struct {
 	lanes    *lanes
 	acks     *groupcommit.Committer[*broker.Delivery]
 	settling chan struct{} // bounds retries and discards in flight
-	// ackq holds the jobs to ack, for the acker. It holds a full ack batch
-	// even for a small pool, so that workers go on while the acker's call
-	// waits to ride in a fetch's round trip (see broker/list's Ack).
-	ackq   chan *task
-	acking sync.WaitGroup
+	ackq     chan *task    // jobs to ack, for the acker
+	acking   sync.WaitGroup
 }
 
 // task is one running job.
@@ -179,7 +176,7 @@ func NewPool(d broker.Driver, h conveyor.Handler, cfg *Config) (*Pool, error) {
 		freed:       make(chan struct{}, 1),
 		idleWake:    make(chan struct{}, 1),
 		settling:    make(chan struct{}, 2*c.Concurrency),
-		ackq:        make(chan *task, max(2*c.Concurrency, maxAckBatch)),
+		ackq:        make(chan *task, 2*c.Concurrency),
 	}, nil
 }
 
@@ -316,14 +313,6 @@ func (p *Pool) start(ctx context.Context) (broker.Consumer, error) {
 	cons, err := p.d.Open(ctx, p.cfg.Queue, &opts)
 	if err != nil {
 		return nil, fmt.Errorf("worker: open queue %s: %w", p.cfg.Queue, err)
-	}
-	if r, ok := cons.(acksRider); ok {
-		// The pool fetches from this consumer alone, again as soon as it
-		// has room: its acks may ride in those fetches' round trips. A
-		// split queue's consumer (broker/shard) fetches its partitions in
-		// turn, and lanes serve several queues: there an ack would wait
-		// for a fetch that goes elsewhere.
-		r.RideAcks()
 	}
 	return cons, nil
 }
@@ -811,10 +800,6 @@ func (p *Pool) run(base context.Context, t *task) {
 		}()
 	}
 }
-
-// acksRider is a consumer whose acks can ride in the round trips of its
-// fetches (broker/list: see its Ack).
-type acksRider interface{ RideAcks() }
 
 // maxAckBatch caps the jobs one ack round trip carries.
 const maxAckBatch = 256

@@ -21,10 +21,10 @@ type Config struct {
 	Prefix string
 	// Functions runs the fetch and settle scripts as Redis functions
 	// (FCALL; internal/script.AsFunction), loaded on first use, instead of
-	// by EVALSHA: each call then skips defining the scripts' helpers, which
-	// costs Redis about 10 µs a fetch call and 2-4 µs a settle call (most
-	// of a call's fixed cost; a pool of few workers or a split queue pays
-	// it often). It needs Redis 7, and FCALL and FUNCTION LOAD for the ACL
+	// by EVALSHA: each call then skips defining the scripts' helpers, most
+	// of a call's fixed cost, which a pool of few workers or a split queue
+	// pays often (an empty fetch cost Redis 23 µs by EVALSHA and 13 µs as a
+	// function on a 2-vCPU machine, docs/performance.md). It needs Redis 7, and FCALL and FUNCTION LOAD for the ACL
 	// user (Check asks for them). Turn it on only where no Redis user you do
 	// not trust may load functions: a function's name is not bound to its
 	// code, and whoever may run FUNCTION LOAD can replace it with code that

@@ -60,10 +60,6 @@ type consumer struct {
 	// drained: the last fetch emptied ready, so the next Fetch waits for
 	// the wake signal before it looks (a message stored since has set it).
 	drained atomic.Bool
-	// bus carries acks in the round trip of the next fetch while the queue
-	// has a backlog (see Ack), once rides is set (RideAcks).
-	bus   *script.Bus
-	rides atomic.Bool
 	// idle is broker.ConsumerOptions.Idle (a no-op when unset): Fetch calls
 	// it before each wait.
 	idle func()
@@ -100,7 +96,6 @@ func newConsumer(d *Driver, queue string, opts *broker.ConsumerOptions) *consume
 		kept:    opts != nil && opts.Kept,
 		idle:    idle,
 		waiter:  wake.NewWaiter(d.client, k.wake),
-		bus:     script.NewBus(d.client),
 		closing: closing,
 		close:   closeFn,
 		fetchTail: [5]any{

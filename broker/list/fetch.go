@@ -24,11 +24,9 @@ func (c *consumer) fetchOnce(ctx context.Context, max int) ([]*broker.Delivery, 
 	// before sending, is never later than the server's, whatever the skew
 	// between the two machines' wall clocks.
 	sent := time.Now()
-	// The acks waiting on the bus ride in this round trip (see Ack).
-	v, err := fetchScript.Run(ctx, c.bus.Drive(), c.k.fetch, max, t[0], t[1], t[2], t[3], t[4], tok)
+	v, err := fetchScript.Run(ctx, c.d.client, c.k.fetch, max, t[0], t[1], t[2], t[3], t[4], tok)
 	c.drained.Store(err == nil) // unless the reply says ready still holds messages
 	if err != nil {
-		c.bus.Drove(false)
 		if script.Unsure(err) {
 			// The script may have leased a batch whose reply never came:
 			// hand it back now, or before the next fetch.
@@ -53,9 +51,6 @@ func (c *consumer) fetchOnce(ctx context.Context, max int) ([]*broker.Delivery, 
 	if more == 1 {
 		c.drained.Store(false)
 	}
-	// Ready still holds messages: this consumer's caller will likely fetch
-	// again soon, so its acks may wait for that round trip.
-	c.bus.Drove(more == 1)
 	if reclaimed > 0 {
 		c.d.log.InfoContext(ctx, "list: requeued messages whose lease ran out", "queue", c.queue, "count", reclaimed)
 	}

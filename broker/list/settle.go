@@ -27,13 +27,6 @@ import (
 // call. A delivery whose lease was reclaimed fails with
 // broker.ErrLeaseLost; the others are acked all the same.
 //
-// Once RideAcks was called, while the queue has a backlog and the consumer
-// fetches often (its last fetch left messages in ready, and fetches came
-// within script.MaxRide of each other), a call of at most script.RideItems
-// deliveries waits up to twice that gap for the consumer's next fetch and
-// rides in its round trip (script.Bus): a busy consumer then pays one round
-// trip per fetch, not two.
-//
 // A delivery whose Finish is set gets its record of the finished job
 // (broker.Records) in the same script call, and one of a group
 // (Message.Group) lets the next job of its group in: such a batch runs
@@ -41,26 +34,11 @@ import (
 // its arguments.
 func (c *consumer) Ack(ctx context.Context, ds ...*broker.Delivery) error {
 	if !slices.ContainsFunc(ds, func(d *broker.Delivery) bool { return d != nil && (d.Finish != nil || d.Message.Group != "") }) {
-		_, err := c.settleBatch(ctx, "ack", c.ackVia(len(ds)), ackScript, c.k.ack, nil, false, ds)
+		_, err := c.settleBatch(ctx, "ack", ackScript, c.k.ack, nil, false, ds)
 		return err
 	}
 	return c.ackRecorded(ctx, ds)
 }
-
-// ackVia returns what an ack is sent through: the consumer's bus, waiting
-// for a fetch when one is due soon (see Ack).
-func (c *consumer) ackVia(n int) script.Processor {
-	if !c.rides.Load() {
-		return c.bus.Carry(0)
-	}
-	return c.bus.Carry(c.bus.Ride(n))
-}
-
-// RideAcks lets the consumer's acks ride in the round trips of its fetches
-// (see Ack), for a caller that fetches from this consumer alone, again as
-// soon as it has room (a worker pool of one queue). Without it an ack goes
-// at once.
-func (c *consumer) RideAcks() { c.rides.Store(true) }
 
 // ackRecorded is Ack of a batch in which some deliveries ask for a record
 // or belong to a group: ack_record.lua, maxSettle deliveries per call.
@@ -97,7 +75,7 @@ func (c *consumer) ackRecorded(ctx context.Context, ds []*broker.Delivery) error
 			args = append(args, d.Receipt)
 		}
 		args = append(args, recs[4*start:4*(start+len(call))]...)
-		if _, err := c.settleCall(ctx, c.ackVia(len(call)), ackRecordScript, c.k.ackRecord, false, args, call, fail); err != nil {
+		if _, err := c.settleCall(ctx, ackRecordScript, c.k.ackRecord, false, args, call, fail); err != nil {
 			return fmt.Errorf("list: ack: %w", err)
 		}
 	}
@@ -107,7 +85,7 @@ func (c *consumer) ackRecorded(ctx context.Context, ds []*broker.Delivery) error
 // Release hands deliveries back to the front of the ready list, in their
 // order, without counting an attempt.
 func (c *consumer) Release(ctx context.Context, ds ...*broker.Delivery) error {
-	_, err := c.settleBatch(ctx, "release", c.d.client, releaseScript, c.k.release, nil, true, ds)
+	_, err := c.settleBatch(ctx, "release", releaseScript, c.k.release, nil, true, ds)
 	return err
 }
 
@@ -123,7 +101,7 @@ func (c *consumer) Extend(ctx context.Context, ttl time.Duration, ds ...*broker.
 	}
 	// Taken before sending: never later than the server's deadline.
 	deadline := time.Now().Add(ttl.Truncate(time.Millisecond))
-	deadlineMs, err := c.settleBatch(ctx, "extend", c.d.client, extendScript, c.k.extend, []any{ttl.Milliseconds()}, false, ds)
+	deadlineMs, err := c.settleBatch(ctx, "extend", extendScript, c.k.extend, []any{ttl.Milliseconds()}, false, ds)
 	if deadlineMs == 0 {
 		return err
 	}
@@ -256,7 +234,7 @@ const maxSettle = 512
 // failed as {k, status, ...}, after one leading integer when head is not
 // empty (extend's deadline, returned: that of the last call that answered).
 // The error is nil or a *multierror.Error of *broker.DeliveryError.
-func (c *consumer) settleBatch(ctx context.Context, op string, via script.Processor, s *script.Script, keys []string, head []any, backwards bool, ds []*broker.Delivery) (int64, error) {
+func (c *consumer) settleBatch(ctx context.Context, op string, s *script.Script, keys []string, head []any, backwards bool, ds []*broker.Delivery) (int64, error) {
 	var errs *multierror.Error
 	fail := func(d *broker.Delivery, err error) {
 		errs = multierror.Append(errs, &broker.DeliveryError{Delivery: d, Err: fmt.Errorf("list: %s: %w", op, err)})
@@ -290,7 +268,7 @@ func (c *consumer) settleBatch(ctx context.Context, op string, via script.Proces
 		for _, d := range call {
 			args = append(args, d.Receipt)
 		}
-		l, err := c.settleCall(ctx, via, s, keys, len(head) > 0, args, call, func(d *broker.Delivery, err error) {
+		l, err := c.settleCall(ctx, s, keys, len(head) > 0, args, call, func(d *broker.Delivery, err error) {
 			failed[i] = append(failed[i], &broker.DeliveryError{Delivery: d, Err: fmt.Errorf("list: %s: %w", op, err)})
 		})
 		if err != nil {
@@ -308,8 +286,8 @@ func (c *consumer) settleBatch(ctx context.Context, op string, via script.Proces
 
 // settleCall runs one call of settleBatch for deliveries sent, reporting
 // each delivery that failed to fail; an error is a reply it cannot read.
-func (c *consumer) settleCall(ctx context.Context, via script.Processor, s *script.Script, keys []string, hasLead bool, args []any, sent []*broker.Delivery, fail func(*broker.Delivery, error)) (int64, error) {
-	v, err := s.Run(ctx, via, keys, args...)
+func (c *consumer) settleCall(ctx context.Context, s *script.Script, keys []string, hasLead bool, args []any, sent []*broker.Delivery, fail func(*broker.Delivery, error)) (int64, error) {
+	v, err := s.Run(ctx, c.d.client, keys, args...)
 	if err != nil {
 		for _, d := range sent {
 			if !hasLead { // extend keeps the leases: nothing to doubt

@@ -24,9 +24,9 @@ type Config struct {
 	Prefix string
 	// Functions runs the fetch and settle scripts as Redis functions
 	// (FCALL; internal/script.AsFunction), loaded on first use, instead of
-	// by EVALSHA: each call then skips defining the scripts' helpers (most
-	// of a call's fixed cost; a pool of few workers or a split queue pays
-	// it often). It needs Redis 7, and FCALL and FUNCTION LOAD for the ACL
+	// by EVALSHA: each call then skips defining the scripts' helpers, most
+	// of a call's fixed cost, which a pool of few workers or a split queue
+	// pays often (docs/performance.md). It needs Redis 7, and FCALL and FUNCTION LOAD for the ACL
 	// user (Check asks for them). Turn it on only where no Redis user you do
 	// not trust may load functions: a function's name is not bound to its
 	// code, and whoever may run FUNCTION LOAD can replace it with code that

@@ -3,7 +3,6 @@ package script
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -38,15 +37,13 @@ import (
 // the script by EVALSHA, as if AsFunction had not been called; the client
 // remembers that for ten minutes before it tries a function again.
 
-// enabled holds the clients (see rootOf) that run AsFunction scripts as
-// functions.
+// enabled holds the clients that run AsFunction scripts as functions.
 var enabled sync.Map
 
 // EnableFunctions makes every script made with AsFunction run as a Redis
-// function when sent through c (or through anything that sends through
-// c's client in the end, see rootOf). See above for what that asks of the
+// function when sent through c. See above for what that asks of the
 // server's ACL users.
-func EnableFunctions(c Processor) { enabled.Store(rootOf(c), true) }
+func EnableFunctions(c Processor) { enabled.Store(c, true) }
 
 // functionRetry is how long a client that could not use functions runs
 // the script by EVALSHA before it tries a function again.
@@ -60,13 +57,13 @@ const loadRetry = time.Second
 type function struct {
 	name string // the function's, and its library's, name
 	lib  string // the library's code, for FUNCTION LOAD
-	// off maps a client (see root) that could not use the function to
-	// when it may try again.
+	// off maps a client that could not use the function to when it may
+	// try again.
 	off sync.Map
 }
 
-// AsFunction makes s run as a Redis function where the server has them,
-// with the function flags flags (allow-oom: the script runs when Redis is
+// AsFunction makes s run as a Redis function for the clients given to
+// EnableFunctions, with the function flags flags (allow-oom: the script runs when Redis is
 // out of memory, as a settle must; none: Redis refuses it then, as an
 // enqueue must be refused). It returns s. The script must have been made
 // with libraries (New with libs), and its text must read its keys and
@@ -104,17 +101,16 @@ func (s *Script) Function() string {
 // runFunction runs s by FCALL through c. ok is false when c does not use
 // functions: the caller then runs s by EVALSHA.
 func (s *Script) runFunction(ctx context.Context, c Processor, keys []string, args []any) (v any, err error, ok bool) {
-	root := rootOf(c)
-	if _, on := enabled.Load(root); !on {
+	if _, on := enabled.Load(c); !on {
 		return nil, nil, false
 	}
-	if until, off := s.fn.off.Load(root); off && time.Now().Before(until.(time.Time)) {
+	if until, off := s.fn.off.Load(c); off && time.Now().Before(until.(time.Time)) {
 		return nil, nil, false
 	}
 	cmd := s.fcall(ctx, keys, args)
 	err = Send(ctx, c, cmd)
 	if isFunctionMissing(err) {
-		if lerr := s.load(ctx, root, keys); lerr != nil {
+		if lerr := s.load(ctx, c, keys); lerr != nil {
 			// Out of memory, a node out of reach: this call, and the
 			// next for loadRetry, go by EVALSHA. A server or user that
 			// has no FUNCTION LOAD, or code it will not compile: for
@@ -124,14 +120,14 @@ func (s *Script) runFunction(ctx context.Context, c Processor, keys []string, ar
 			if noFunctions(lerr) || (errors.As(lerr, &refused) && !strings.HasPrefix(lerr.Error(), "OOM")) {
 				wait = functionRetry
 			}
-			s.fn.off.Store(root, time.Now().Add(wait))
+			s.fn.off.Store(c, time.Now().Add(wait))
 			return nil, nil, false
 		}
 		cmd = s.fcall(ctx, keys, args)
 		err = Send(ctx, c, cmd)
 	}
 	if noFunctions(err) {
-		s.fn.off.Store(root, time.Now().Add(functionRetry))
+		s.fn.off.Store(c, time.Now().Add(functionRetry))
 		return nil, nil, false
 	}
 	if err != nil {
@@ -145,25 +141,20 @@ func (s *Script) fcall(ctx context.Context, keys []string, args []any) *redis.Cm
 	return scriptCmd(ctx, "fcall", s.fn.name, keys, args)
 }
 
-// load loads s's library on the server of keys[0] that root sends to: on a
+// load loads s's library on the server of keys[0] that c sends to: on a
 // cluster client, the master of its slot. A library that is there already
 // counts as loaded.
-func (s *Script) load(ctx context.Context, root any, keys []string) error {
-	var p Processor
-	switch r := root.(type) {
-	case *redis.ClusterClient:
+func (s *Script) load(ctx context.Context, c Processor, keys []string) error {
+	p := c
+	if cc, ok := c.(*redis.ClusterClient); ok {
 		if len(keys) == 0 {
 			return errors.New("conveyor: a function without keys has no node to load on")
 		}
-		n, err := r.MasterForKey(ctx, keys[0])
+		n, err := cc.MasterForKey(ctx, keys[0])
 		if err != nil {
 			return err
 		}
 		p = n
-	case Processor:
-		p = r
-	default:
-		return fmt.Errorf("conveyor: cannot load a function through %T", root)
 	}
 	err := p.Process(ctx, redis.NewCmd(ctx, "function", "load", s.fn.lib))
 	if err != nil && strings.Contains(err.Error(), "already exists") {
@@ -204,19 +195,4 @@ func noFunctions(err error) bool {
 		}
 	}
 	return false
-}
-
-// unwrapper is a Processor that sends through another (a Bus's carrier
-// and driver).
-type unwrapper interface{ Unwrap() Processor }
-
-// rootOf returns the client c sends through in the end.
-func rootOf(c Processor) any {
-	for {
-		u, ok := c.(unwrapper)
-		if !ok {
-			return c
-		}
-		c = u.Unwrap()
-	}
 }

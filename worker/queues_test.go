@@ -405,7 +405,7 @@ func (h countHook) count(cmd redis.Cmder) {
 		// (elections, timers, the stream's expired-lease scan) is not the
 		// consumer's and does not grow with the jobs.
 		name := cmd.Name()
-		fetching := name == "evalsha" || name == "eval" || name == "fcall" || name == "bzpopmin" || name == "xreadgroup" || name == "exists"
+		fetching := name == "evalsha" || name == "eval" || name == "bzpopmin" || name == "xreadgroup" || name == "exists"
 		if fetching && strings.Contains(s, h.idle) {
 			for _, part := range []string{":ready", ":stream", ":wake", ":paused"} {
 				if strings.HasSuffix(s, part) {

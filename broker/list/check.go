@@ -23,11 +23,7 @@ func (d *Driver) Check(ctx context.Context) error {
 	if err := redischeck.Check(ctx, d.client, d.log, "list"); err != nil {
 		return err
 	}
-	ns := needs(d.cfg.Prefix)
-	if d.cfg.Functions {
-		ns = append(ns, redischeck.Functions(d.cfg.Prefix)...)
-	}
-	return redischeck.Permissions(ctx, d.client, d.log, "list", d.wait.Needs(ns))
+	return redischeck.Permissions(ctx, d.client, d.log, "list", d.wait.Needs(needs(d.cfg.Prefix)))
 }
 
 // needs are the commands the list driver sends (see redischeck.Durable),

@@ -19,18 +19,6 @@ type Config struct {
 	// Prefix starts every key the driver writes, as
 	// <Prefix>:{<queue>}:<part>. Defaults to "conveyor".
 	Prefix string
-	// Functions runs the fetch and settle scripts as Redis functions
-	// (FCALL; internal/script.AsFunction), loaded on first use, instead of
-	// by EVALSHA: each call then skips defining the scripts' helpers, most
-	// of a call's fixed cost, which a pool of few workers or a split queue
-	// pays often (an empty fetch cost Redis 23 µs by EVALSHA and 13 µs as a
-	// function on a 2-vCPU machine, docs/performance.md). It needs Redis 7, and FCALL and FUNCTION LOAD for the ACL
-	// user (Check asks for them). Turn it on only where no Redis user you do
-	// not trust may load functions: a function's name is not bound to its
-	// code, and whoever may run FUNCTION LOAD can replace it with code that
-	// then runs with this driver's permissions. It applies to the client
-	// given to New (every driver on that client). Defaults to false.
-	Functions bool
 	// MaxLen caps the messages one queue may hold, ready, delayed and in
 	// flight together; an Enqueue that would pass it stores nothing and fails
 	// with broker.ErrQueueFull. 0 means no cap. Defaults to 0.

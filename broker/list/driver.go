@@ -23,7 +23,6 @@ import (
 	"github.com/conveyorq/conveyor/internal/records"
 	"github.com/conveyorq/conveyor/internal/registry"
 	"github.com/conveyorq/conveyor/internal/replicas"
-	"github.com/conveyorq/conveyor/internal/script"
 	"github.com/conveyorq/conveyor/internal/timers"
 	"github.com/conveyorq/conveyor/internal/topology"
 	"github.com/conveyorq/conveyor/internal/workers"
@@ -73,9 +72,6 @@ func New(client redis.UniversalClient, cfg *Config) (*Driver, error) {
 	}
 	topology.Watch(client) // a Cluster client finds a failed master's successor
 	d := &Driver{client: client, cfg: c, log: c.Logger, reg: registry.New(c.Prefix, "list", c.Logger), wait: wait}
-	if c.Functions {
-		script.EnableFunctions(client)
-	}
 	d.Methods = d.timerMethods()
 	d.Keeper = d.discardKeeper()
 	d.Records = &records.Records{Name: "list", Client: client, Prefix: c.Prefix, Max: c.RecordMax}

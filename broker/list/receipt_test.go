@@ -266,7 +266,7 @@ func TestBigBatchSettlesInChunks(t *testing.T) {
 		if !slices.Equal(named, want) {
 			t.Fatalf("%s reported %v lost, want %v", op, ids(named), ids(want))
 		}
-		if n := log.Count("evalsha") + log.Count("fcall"); n != calls {
+		if n := log.Count("evalsha"); n != calls {
 			t.Fatalf("%s took %d script calls, want %d", op, n, calls)
 		}
 		log.Take()

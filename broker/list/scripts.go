@@ -51,20 +51,17 @@ var (
 var lib = timers.Lib + discards.Lib + reclaims.Lib + cancels.Lib + records.Lib + groups.Lib + limits.Lib + libLua
 
 // The scripts are immutable after init; sharing them between drivers lets
-// every driver reuse the SHA the server already has. The fetch and settle
-// scripts run as Redis functions for a driver with Config.Functions (see
-// script.AsFunction: their helpers are defined once, not on every call),
-// flagged allow-oom: they must run on a full Redis, which they drain.
+// every driver reuse the SHA the server already has.
 var (
 	enqueueScript = script.New("list.enqueue", enqueueLua, lib)
-	fetchScript   = script.New("list.fetch", fetchLua, lib).AsFunction("allow-oom")
-	ackScript     = script.New("list.ack", ackLua, lib).AsFunction("allow-oom")
-	retryScript   = script.New("list.retry", retryLua, lib).AsFunction("allow-oom")
-	releaseScript = script.New("list.release", releaseLua, lib).AsFunction("allow-oom")
-	discardScript = script.New("list.discard", discardLua, lib).AsFunction("allow-oom")
-	extendScript  = script.New("list.extend", extendLua, lib).AsFunction("allow-oom")
+	fetchScript   = script.New("list.fetch", fetchLua, lib)
+	ackScript     = script.New("list.ack", ackLua, lib)
+	retryScript   = script.New("list.retry", retryLua, lib)
+	releaseScript = script.New("list.release", releaseLua, lib)
+	discardScript = script.New("list.discard", discardLua, lib)
+	extendScript  = script.New("list.extend", extendLua, lib)
 	reapScript    = script.New("list.reap", reapLua, lib)
 	cancelScript  = script.New("list.cancel", cancelLua, lib)
 
-	ackRecordScript = script.New("list.ack_record", ackRecordLua, lib).AsFunction("allow-oom")
+	ackRecordScript = script.New("list.ack_record", ackRecordLua, lib)
 )

@@ -24,11 +24,7 @@ func (d *Driver) Check(ctx context.Context) error {
 	if err := redischeck.Check(ctx, d.rdb, d.cfg.Logger, "stream"); err != nil {
 		return err
 	}
-	ns := d.needs()
-	if d.cfg.Functions {
-		ns = append(ns, redischeck.Functions(d.cfg.Prefix)...)
-	}
-	return redischeck.Permissions(ctx, d.rdb, d.cfg.Logger, "stream", d.wait.Needs(ns))
+	return redischeck.Permissions(ctx, d.rdb, d.cfg.Logger, "stream", d.wait.Needs(d.needs()))
 }
 
 // needs are the commands the stream driver sends (see

@@ -22,17 +22,6 @@ import (
 type Config struct {
 	// Prefix starts every key. Defaults to "conveyor".
 	Prefix string
-	// Functions runs the fetch and settle scripts as Redis functions
-	// (FCALL; internal/script.AsFunction), loaded on first use, instead of
-	// by EVALSHA: each call then skips defining the scripts' helpers, most
-	// of a call's fixed cost, which a pool of few workers or a split queue
-	// pays often (docs/performance.md). It needs Redis 7, and FCALL and FUNCTION LOAD for the ACL
-	// user (Check asks for them). Turn it on only where no Redis user you do
-	// not trust may load functions: a function's name is not bound to its
-	// code, and whoever may run FUNCTION LOAD can replace it with code that
-	// then runs with this driver's permissions. It applies to the client
-	// given to New (every driver on that client). Defaults to false.
-	Functions bool
 	// Group is the consumer group every consumer of every queue joins.
 	// Defaults to "conveyor".
 	Group string

@@ -10,27 +10,12 @@ import (
 	"github.com/conveyorq/conveyor/broker/brokertest"
 	"github.com/conveyorq/conveyor/broker/stream"
 	"github.com/conveyorq/conveyor/internal/keys"
-	"github.com/conveyorq/conveyor/internal/redistest"
 )
 
 func TestConformance(t *testing.T) {
 	brokertest.Run(t, func(t *testing.T, prefix string) broker.Driver {
 		rdb := brokertest.Client(t)
 		d, err := stream.New(rdb, &stream.Config{Prefix: prefix})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rawStorer{d, rdb, prefix}
-	})
-}
-
-// TestConformanceFunctions runs the suite with the fetch and settle
-// scripts as Redis functions (Config.Functions), each driver on a client of
-// its own.
-func TestConformanceFunctions(t *testing.T) {
-	brokertest.Run(t, func(t *testing.T, prefix string) broker.Driver {
-		rdb := redistest.NewClient(t)
-		d, err := stream.New(rdb, &stream.Config{Prefix: prefix, Functions: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,7 +19,6 @@ import (
 	"github.com/conveyorq/conveyor/internal/records"
 	"github.com/conveyorq/conveyor/internal/registry"
 	"github.com/conveyorq/conveyor/internal/replicas"
-	"github.com/conveyorq/conveyor/internal/script"
 	"github.com/conveyorq/conveyor/internal/timers"
 	"github.com/conveyorq/conveyor/internal/topology"
 	"github.com/conveyorq/conveyor/internal/workers"
@@ -72,9 +71,6 @@ func New(rdb redis.UniversalClient, cfg *Config) (*Driver, error) {
 	}
 	topology.Watch(rdb) // a Cluster client finds a failed master's successor
 	d := &Driver{rdb: rdb, cfg: c, reg: registry.New(c.Prefix, "stream", c.Logger), wait: wait}
-	if c.Functions {
-		script.EnableFunctions(rdb)
-	}
 	d.Methods = d.timerMethods()
 	d.Keeper = d.discardKeeper()
 	// Before the Inspector, which serves the records too (JobFinished).

@@ -43,26 +43,23 @@ var (
 	//go:embed lua/prune.lua
 	pruneSrc string
 
-	// The fetch and settle scripts run as Redis functions for a driver with
-	// Config.Functions (see script.AsFunction), flagged allow-oom: they
-	// must run on a full Redis, which they drain.
 	enqueueScript = script.New("stream/enqueue", enqueueSrc, timers.Lib+groups.Lib)
 	// enqueuePlainScript is enqueueScript for a batch of plain messages of
 	// a queue without a cap.
 	enqueuePlainScript = script.New("stream/enqueue_plain", enqueuePlainSrc)
-	fetchScript        = script.New("stream/fetch", fetchSrc, timers.Lib+discards.Lib+cancels.Lib+groups.Lib+limits.Lib+lib).AsFunction("allow-oom")
-	admitScript        = script.New("stream/admit", admitSrc, timers.Lib+cancels.Lib+groups.Lib+limits.Lib+lib).AsFunction("allow-oom")
-	ackScript          = script.New("stream/ack", ackSrc, timers.Lib+groups.Lib+limits.Lib+lib).AsFunction("allow-oom")
-	requeueScript      = script.New("stream/requeue", requeueSrc, timers.Lib+cancels.Lib+groups.Lib+limits.Lib+lib).AsFunction("allow-oom")
-	discardScript      = script.New("stream/discard", discardSrc, timers.Lib+discards.Lib+records.Lib+groups.Lib+limits.Lib+lib).AsFunction("allow-oom")
-	extendScript       = script.New("stream/extend", extendSrc, timers.Lib+cancels.Lib).AsFunction("allow-oom")
+	fetchScript        = script.New("stream/fetch", fetchSrc, timers.Lib+discards.Lib+cancels.Lib+groups.Lib+limits.Lib+lib)
+	admitScript        = script.New("stream/admit", admitSrc, timers.Lib+cancels.Lib+groups.Lib+limits.Lib+lib)
+	ackScript          = script.New("stream/ack", ackSrc, timers.Lib+groups.Lib+limits.Lib+lib)
+	requeueScript      = script.New("stream/requeue", requeueSrc, timers.Lib+cancels.Lib+groups.Lib+limits.Lib+lib)
+	discardScript      = script.New("stream/discard", discardSrc, timers.Lib+discards.Lib+records.Lib+groups.Lib+limits.Lib+lib)
+	extendScript       = script.New("stream/extend", extendSrc, timers.Lib+cancels.Lib)
 	closeScript        = script.New("stream/close", closeSrc)
 	pruneScript        = script.New("stream/prune", pruneSrc)
 
 	// ackRecordScript is ackScript for a batch in which some delivery asks
 	// for a record of its finished job (internal/records) or belongs to a
 	// group (internal/groups).
-	ackRecordScript = script.New("stream/ack_record", ackRecordSrc, timers.Lib+records.Lib+groups.Lib+limits.Lib+lib).AsFunction("allow-oom")
+	ackRecordScript = script.New("stream/ack_record", ackRecordSrc, timers.Lib+records.Lib+groups.Lib+limits.Lib+lib)
 )
 
 // lib is what the scripts that read or settle entries put after

@@ -30,8 +30,6 @@ type benchOptions struct {
 	cpuprofile string
 	// waitReplicas is the drivers' WaitReplicas.
 	waitReplicas int
-	// functions is the drivers' Functions.
-	functions bool
 }
 
 // defaultRedisURL is used when neither -redis nor REDIS_URL is set.
@@ -74,7 +72,6 @@ func parseBench(args []string, stderr io.Writer, getenv func(string) string) (*b
 	fs.DurationVar(&o.cfg.Timeout, "timeout", 5*time.Minute, "longest wait for a workload's jobs to run")
 	fs.StringVar(&driver, "driver", "all", "list, stream or all")
 	fs.IntVar(&o.waitReplicas, "wait-replicas", 0, "the drivers' WaitReplicas: each enqueue waits until this many replicas have its jobs (needs a master with replicas)")
-	fs.BoolVar(&o.functions, "functions", false, "the drivers' Functions: fetch and settle run as Redis functions (FCALL), loaded on first use (needs Redis 7 and a user who may load and call functions)")
 	fs.StringVar(&workload, "workload", "all", "comma-separated workloads, or all: "+strings.Join(names, ", ")+"; on a Redis Cluster: "+strings.Join(cnames, ", "))
 	fs.StringVar(&o.redisURL, "redis", defURL, "Redis URL (default from REDIS_URL); a Redis Cluster as redis://host:port?addr=host:port&addr=host:port")
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON instead of a table")
@@ -209,7 +206,7 @@ func bench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) (err 
 				errs = append(errs, ctx.Err())
 				break
 			}
-			res, err := benchkit.Run(ctx, env, w, benchkit.ConveyorWith(d, benchkit.DriverOptions{WaitReplicas: o.waitReplicas, Functions: o.functions}))
+			res, err := benchkit.Run(ctx, env, w, benchkit.ConveyorWaiting(d, o.waitReplicas))
 			if err != nil {
 				fmt.Fprintf(progress, "\r%v\n", err)
 				errs = append(errs, err)

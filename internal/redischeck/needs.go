@@ -93,14 +93,3 @@ func Durable(prefix string) []Need {
 		Key(reg, "SSCAN", reg, "0"),
 	}
 }
-
-// Functions returns what a driver with Redis functions turned on adds
-// (internal/script.EnableFunctions): FCALL on ProbeQueue's keys under
-// prefix, and FUNCTION LOAD.
-func Functions(prefix string) []Need {
-	ready := keys.Queue(prefix, ProbeQueue).Part("ready")
-	return []Need{
-		Key(ready, "FCALL", "f", "1", ready),
-		Command("FUNCTION LOAD", "#!lua name=probe"),
-	}
-}

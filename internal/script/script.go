@@ -26,20 +26,18 @@ import (
 type Script struct {
 	name string
 	src  string
-	body string // the script's own text, after the library definitions
 	s    *redis.Script
-	fn   *function // set by AsFunction
 }
 
 // New wraps src, preceded by the definitions of libs it uses (see link);
 // name appears in errors.
 func New(name, src string, libs ...string) *Script {
-	body := src
 	if len(libs) > 0 {
+		body := src
 		src = link(src, libs...)
 		register(name, body, libs, src)
 	}
-	return &Script{name: name, src: src, body: body, s: redis.NewScript(src)}
+	return &Script{name: name, src: src, s: redis.NewScript(src)}
 }
 
 // LinkedScript is one script New built with libraries, for tests: Full is
@@ -85,16 +83,10 @@ func Linked() []LinkedScript {
 // Name returns the script's name.
 func (s *Script) Name() string { return s.name }
 
-// Run runs the script (EVALSHA, falling back to EVAL on NOSCRIPT; FCALL
-// first for a script made with AsFunction) and maps a Conveyor error reply
-// to its sentinel. The call is sent once (see Once): a reply lost to a
-// broken connection is an error, never a second run.
+// Run runs the script (EVALSHA, falling back to EVAL on NOSCRIPT) and maps a
+// Conveyor error reply to its sentinel. The call is sent once (see Once):
+// a reply lost to a broken connection is an error, never a second run.
 func (s *Script) Run(ctx context.Context, c Processor, keys []string, args ...any) (any, error) {
-	if s.fn != nil {
-		if v, err, ok := s.runFunction(ctx, c, keys, args); ok {
-			return v, err
-		}
-	}
 	cmd := s.cmd(ctx, true, keys, args)
 	err := Send(ctx, c, cmd)
 	if IsNoScript(err) {
@@ -109,17 +101,13 @@ func (s *Script) Run(ctx context.Context, c Processor, keys []string, args ...an
 
 // cmd builds an EVALSHA (sha) or EVAL of the script.
 func (s *Script) cmd(ctx context.Context, sha bool, keys []string, args []any) *redis.Cmd {
-	if sha {
-		return scriptCmd(ctx, "evalsha", s.s.Hash(), keys, args)
-	}
-	return scriptCmd(ctx, "eval", s.src, keys, args)
-}
-
-// scriptCmd builds the command verb (EVALSHA, EVAL, FCALL) of what (a SHA,
-// a text, a function's name) on keys and args.
-func scriptCmd(ctx context.Context, verb, what string, keys []string, args []any) *redis.Cmd {
 	a := make([]any, 0, 3+len(keys)+len(args))
-	a = append(a, verb, what, len(keys))
+	if sha {
+		a = append(a, "evalsha", s.s.Hash())
+	} else {
+		a = append(a, "eval", s.src)
+	}
+	a = append(a, len(keys))
 	for _, k := range keys {
 		a = append(a, k)
 	}

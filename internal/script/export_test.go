@@ -1,4 +1,0 @@
-package script
-
-// NoFunctions is noFunctions.
-var NoFunctions = noFunctions

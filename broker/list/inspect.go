@@ -50,7 +50,7 @@ func (d *Driver) inspector() *inspect.Inspector {
 		SizesScript: inspectSizesScript,
 		SizesCall: func(q string, maxAge int64) ([]string, []any) {
 			k := d.keys(q)
-			return []string{k.ready, k.lease, k.delayed, k.dead, k.dropped, k.expired, k.stats, k.groups.Wait, k.limits.Wait}, []any{maxAge}
+			return []string{k.ready, k.lease, k.delayed, k.dead, k.dropped, k.expired, k.stats, k.groups.Msgs, k.limits.Wait}, []any{maxAge}
 		},
 		Page:      d.inspectPage,
 		FindStep:  d.inspectFind,

@@ -127,3 +127,78 @@ func TestPrepareAddRefusesGroup(t *testing.T) {
 		t.Fatalf("PrepareAdd of a grouped message = %v, want a *broker.MessageError on Group", err)
 	}
 }
+
+// Groups stored by a version that kept every group's line in one sorted
+// set (a state of "<admitted>,<limit>,<last place>", the waiting members
+// in group_wait) are converted when a job of theirs is next enqueued or
+// ends: their jobs still run in enqueue order, a job cancelled while
+// waiting is skipped, and the sorted set empties.
+func TestGroupLinesOfTheSortedSetFormatConvert(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	var all []*broker.Message
+	for _, id := range []string{"a1", "a2", "a3", "a4", "a5"} {
+		all = append(all, groupedMsg("q", id, "g"))
+	}
+	for _, id := range []string{"b1", "b2", "b3"} {
+		all = append(all, groupedMsg("q", id, "h"))
+	}
+	e.enqueue(all...)
+
+	// Rewrite the groups as the sorted-set format stores them: a state of
+	// "<admitted>,<limit>,<last place>" in the group's field, no head.
+	states, err := e.rdb.HGetAll(ctx, e.key("q", "groups")).Result()
+	if err != nil || len(states) != 4 || states["\x02g"] == "" || states["\x02h"] == "" {
+		t.Fatalf("groups = %q, %v; want the counts and last place of 2 groups", states, err)
+	}
+	for _, g := range []string{"g", "h"} {
+		last := strings.TrimLeft(states["\x02"+g], "0")
+		if err := e.rdb.HSet(ctx, e.key("q", "groups"), g, states[g]+","+last).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.rdb.HDel(ctx, e.key("q", "groups"), "\x01"+g, "\x02"+g).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	members, err := e.rdb.HKeys(ctx, e.key("q", "group_msgs")).Result()
+	if err != nil || len(members) != 6 {
+		t.Fatalf("group_msgs fields = %v, %v; want 6", members, err)
+	}
+	for _, m := range members {
+		if err := e.rdb.ZAdd(ctx, e.key("q", "group_wait"), redis.Z{Member: m}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// a3 is cancelled while it waits, before its group is converted.
+	if st, err := e.d.CancelJob(ctx, "q", "a3"); err != nil || st != broker.JobReady {
+		t.Fatalf("CancelJob(a3) = %v, %v; want ready (waiting in its group)", st, err)
+	}
+	// A job enqueued now joins h's line behind b2 and b3.
+	e.enqueue(groupedMsg("q", "b4", "h"))
+
+	c := e.open("q", time.Minute)
+	var got []string
+	for len(got) < 8 {
+		ds := e.fetch(c, 10)
+		got = append(got, ids(ds)...)
+		if err := c.Ack(ctx, ds...); err != nil {
+			t.Fatalf("Ack: %v", err)
+		}
+	}
+	var ga, gb []string
+	for _, id := range got {
+		if id[0] == 'a' {
+			ga = append(ga, id)
+		} else {
+			gb = append(gb, id)
+		}
+	}
+	if !slices.Equal(ga, []string{"a1", "a2", "a4", "a5"}) || !slices.Equal(gb, []string{"b1", "b2", "b3", "b4"}) {
+		t.Fatalf("ran %v: group g in order %v, h %v; want [a1 a2 a4 a5] and [b1 b2 b3 b4]", got, ga, gb)
+	}
+	if ks := e.groupKeys("q"); len(ks) != 0 {
+		t.Fatalf("group keys left after every job ended: %v", ks)
+	}
+}

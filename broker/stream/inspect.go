@@ -55,7 +55,7 @@ func (d *Driver) inspector() *inspect.Inspector {
 		SizesScript: inspectSizesScript,
 		SizesCall: func(q string, maxAge int64) ([]string, []any) {
 			k := d.keys(q)
-			return []string{k.stream, k.delayed, k.dead, k.deadDropped, k.deadExpired, k.stats, k.groups.Wait, k.limits.Wait}, []any{d.cfg.Group, maxAge}
+			return []string{k.stream, k.delayed, k.dead, k.deadDropped, k.deadExpired, k.stats, k.groups.Msgs, k.limits.Wait}, []any{d.cfg.Group, maxAge}
 		},
 		Page:      d.inspectPage,
 		FindStep:  d.inspectFind,

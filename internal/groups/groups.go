@@ -30,9 +30,9 @@ var Lib string
 // Keys are the group keys of one queue.
 type Keys struct {
 	Jobs  string // HASH job ID -> "a<group>" (admitted) or "w<member>" (waiting)
-	State string // HASH group -> "<admitted>,<limit>,<last seq>"
-	Wait  string // ZSET "<len(group)>:<group><seq>", score 0: the groups' lines
-	Msgs  string // HASH line member -> stored message of a waiting job
+	State string // HASH group -> "<admitted>,<limit>"; "\x01"+group, "\x02"+group -> head and last place
+	Wait  string // ZSET of lines stored the older way, read only to convert them
+	Msgs  string // HASH line member "<len(group)>:<group><place>" -> stored message of a waiting job
 }
 
 // QueueKeys lays out the group keys of queue under prefix.

@@ -21,7 +21,8 @@
 -- ARGV[2] the cap on the queue's records, >= 1
 -- ARGV[3] .. ARGV[n+2] the receipts, delivery k at ARGV[k+2]
 -- then for each delivery k: its job ID, keep (ms; 0: no record), record
--- JSON, grouped ("1": its message has a group, else "0")
+-- JSON, grouped ("1": its message has a group, else "0"); keep is "0" or
+-- a positive count, compared as a string (a number costs a parse)
 -- Reply: as ack.lua's, k numbering the receipts.
 
 local n = tonumber(ARGV[1])
@@ -33,7 +34,7 @@ if #oks > 0 then
   local grouped = {}
   for i = 1, #oks do
     local at = n + 3 + 4 * ((okat and okat[i] or i) - 1)
-    if tonumber(ARGV[at + 1]) > 0 then
+    if ARGV[at + 1] ~= '0' then
       record_put(KEYS[5], KEYS[6], KEYS[7], now, ARGV[2], ARGV[at], ARGV[at + 1], ARGV[at + 2])
     end
     if ARGV[at + 3] == '1' then

@@ -39,7 +39,7 @@ local n = (#ARGV - 2) / stride
 
 if cap > 0 then
   local size = redis.call('LLEN', ready) + redis.call('ZCARD', delayed) + redis.call('ZCARD', KEYS[3])
-    + redis.call('ZCARD', KEYS[8])
+    + redis.call('HLEN', KEYS[9])
   if size + n > cap then
     return redis.error_reply('CONVEYOR QUEUE_FULL ' .. size .. ' held + ' .. n .. ' new > ' .. cap)
   end

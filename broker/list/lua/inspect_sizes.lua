@@ -9,7 +9,7 @@
 -- KEYS[5] <prefix>:{<queue>}:dead_dropped  STRING count of records the count cap trimmed
 -- KEYS[6] <prefix>:{<queue>}:dead_expired  STRING count of records the age limit trimmed
 -- KEYS[7] <prefix>:{<queue>}:stats         HASH processed, failed: cumulative counters
--- KEYS[8] <prefix>:{<queue>}:group_wait    ZSET the FIFO groups' lines (internal/groups)
+-- KEYS[8] <prefix>:{<queue>}:group_msgs    HASH the jobs waiting in FIFO groups' lines (internal/groups)
 -- KEYS[9] <prefix>:{<queue>}:limit_wait    ZSET the concurrency limits' lines (internal/limits)
 -- ARGV[1] max age of discard records, ms (<= 0: no age limit)
 -- Reply: {ready, in flight, then queue_tail's nine figures}.

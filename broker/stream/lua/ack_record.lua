@@ -50,7 +50,7 @@ local ended = {}
 for k = 1, #out do
   local i = 6 + 6 * (k - 1)
   if out[k] == 'OK' then
-    if tonumber(ARGV[i + 3]) > 0 then
+    if ARGV[i + 3] ~= '0' then
       now = now or now_ms()
       record_put(KEYS[5], KEYS[6], KEYS[7], now, ARGV[5], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4])
     end

@@ -32,7 +32,7 @@
 -- KEYS[18] <prefix>:{<queue>}:done_at              ZSET job ID, score = when its record expires (unix ms)
 -- KEYS[19] <prefix>:{<queue>}:done_counts          HASH expired, dropped: records retention removed
 -- KEYS[20..23] the queue's group keys (internal/groups): group_jobs, groups,
---          group_wait (whose jobs count as ready here), group_msgs
+--          group_wait, group_msgs (whose jobs count as ready here)
 -- KEYS[24..29] the queue's limit keys (internal/limits): limits,
 --          limit_state, limit_of, limit_wait (whose jobs count as ready
 --          here), limit_msgs, limit_jobs
@@ -66,7 +66,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   end
   ready = math.max(0, redis.call('XLEN', KEYS[1]) - ours)
 end
-ready = ready + redis.call('ZCARD', KEYS[22]) + redis.call('ZCARD', KEYS[27])
+ready = ready + redis.call('HLEN', KEYS[23]) + redis.call('ZCARD', KEYS[27])
 local delayed = redis.call('ZCARD', KEYS[2])
 local discarded = redis.call('LLEN', KEYS[4])
 if inflight > 0 and ARGV[1] ~= '1' then

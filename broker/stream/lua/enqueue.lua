@@ -19,7 +19,7 @@
 -- KEYS[4]  <prefix>:{<queue>}:wake     ZSET wake signal (internal/wake), set when entries are added
 -- KEYS[5..8] the queue's group keys (internal/groups: group_jobs, groups,
 --          group_wait, group_msgs); touched only by a message with a group,
---          and group_wait by the cap
+--          and group_msgs by the cap
 -- KEYS[9...] <prefix>:{<queue>}:unique:<key>  STRING the ID of the message
 --          holding a unique key, with a TTL
 -- ARGV[1]  consumer group name
@@ -48,7 +48,7 @@ local n = (#ARGV - 3) / stride
 
 local maxlen = tonumber(ARGV[2])
 if maxlen > 0 then
-  local len = redis.call('XLEN', stream) + redis.call('ZCARD', delayed) + redis.call('ZCARD', KEYS[7])
+  local len = redis.call('XLEN', stream) + redis.call('ZCARD', delayed) + redis.call('HLEN', KEYS[8])
   if len + n > maxlen then
     return redis.error_reply('CONVEYOR QUEUE_FULL ' .. len .. ' of ' .. maxlen)
   end

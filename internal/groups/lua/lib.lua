@@ -13,92 +13,200 @@
 -- Keys (all under the queue's hash tag), taken as a table G from
 -- group_keys(first), KEYS[first] .. KEYS[first + 3]:
 --   jobs   HASH job ID -> "a<group>" while admitted, "w<member>" while waiting
---   state  HASH group -> "<admitted>,<limit>,<last seq>", present while the
---          group has a job admitted or waiting
---   wait   ZSET member "<len(group)>:<group><seq, 16 digits>", score 0: the
---          lines of every group, each in enqueue order (a lex range)
---   msgs   HASH member -> stored message of a waiting job
+--   state  HASH, for each group g that has a job admitted or waiting:
+--            g          "<admitted>,<limit>"
+--            "\1" .. g  its head place (16 digits), once a job has waited
+--            "\2" .. g  its last place (16 digits), once a job has waited
+--          (a group name has no control character, so the fields of two
+--          groups never meet)
+--   wait   ZSET read only to convert a group stored with its line there
+--          (a state "<admitted>,<limit>,<last place>"; see group_convert)
+--   msgs   HASH member "<len(group)>:<group><place, 16 digits>" -> stored
+--          message of a waiting job
+--
+-- A group's line is its places head .. last: a job that must wait takes
+-- place last + 1, and each one let in takes the place at head and moves
+-- head on. Every place before head is empty; one at or after it is empty
+-- only when its job was cancelled while it waited (a hole, skipped when
+-- head passes it). So the next job of a group is found by name, in one
+-- HMGET for all the groups a settle releases, without a sorted index; and
+-- a release that lets the next job in rewrites the head alone. The places
+-- are kept as 16 digits, so that a member's name is a concatenation and
+-- two places compare as strings: formatting and parsing numbers are what
+-- a release spends most on in Redis's Lua.
 --
 -- KEYS, ARGV, reply: none of its own; see each script.
+
 
 local function group_keys(first)
   return {jobs = KEYS[first], state = KEYS[first + 1], wait = KEYS[first + 2], msgs = KEYS[first + 3]}
 end
 
--- group_line returns the lex range of group g's members.
+-- group_line returns the lex range of the members of group (or limit
+-- class) g in a line ZSET that orders them by name.
 local function group_line(g)
   local p = #g .. ':' .. g
   return '[' .. p, '(' .. p .. '\255'
 end
 
--- group_parse reads a group's state s (nil: none) into its admitted count,
--- limit and last sequence number (0, 1, 0 for none).
-local function group_parse(s)
-  local a, l, q
-  if s then
-    a, l, q = string.match(s, '^(%d+),(%d+),(%d+)$')
-  end
-  if not a then
-    return 0, 1, 0
-  end
-  return tonumber(a), tonumber(l), tonumber(q)
+-- The head and last place of a group that has none (no job ever waited).
+local GROUP_FIRST, GROUP_NONE = '0000000000000001', '0000000000000000'
+
+-- group_place returns place number n as 16 digits.
+local function group_place(n)
+  return string.format('%016d', n)
 end
 
--- group_get returns group g's admitted count, limit and last sequence
--- number (0, 1, 0 for a group with nothing admitted or waiting).
-local function group_get(G, g)
-  return group_parse(redis.call('HGET', G.state, g))
+-- group_after returns the place after place p (16 digits).
+local function group_after(p)
+  local b = string.byte(p, 16)
+  if b < 57 then
+    -- Below "9": the last digit alone changes.
+    return string.sub(p, 1, 15) .. string.char(b + 1)
+  end
+  return group_place(tonumber(p) + 1)
+end
+
+-- group_num returns the number decimal string d stands for, and group_str
+-- the decimal string of number n: both cached for the call, as the same
+-- few counts, limits and lengths recur in a batch and each conversion
+-- costs a C library call.
+local GROUP_NUM, GROUP_STR = {}, {}
+local function group_num(d)
+  local n = GROUP_NUM[d]
+  if not n then
+    n = tonumber(d)
+    GROUP_NUM[d] = n
+  end
+  return n
+end
+local function group_str(n)
+  local d = GROUP_STR[n]
+  if not d then
+    d = string.format('%d', n)
+    GROUP_STR[n] = d
+  end
+  return d
+end
+
+-- group_prefix returns the msgs fields' prefix of group g's places.
+local function group_prefix(g)
+  return group_str(#g) .. ':' .. g
+end
+
+-- group_counts returns the state "<admitted>,<limit>".
+local function group_counts(a, l)
+  return group_str(a) .. ',' .. group_str(l)
+end
+
+-- group_convert makes group g, stored with its line in the wait ZSET and
+-- its state s "<admitted>,<limit>,<last place>", one whose line is found
+-- by place: the head is the first member's place (last + 1 for an empty
+-- line), the group's members leave the ZSET (their messages stay in msgs,
+-- under the same names) and the state is written anew. It returns the
+-- admitted count and limit (0 and 1 for an unreadable state, as before)
+-- and the head place.
+local function group_convert(G, g, s)
+  local a, l, q = string.match(s, '^(%d+),(%d+),(%d+)$')
+  if not a then
+    return 0, 1, GROUP_FIRST
+  end
+  local lo, hi = group_line(g)
+  local first = redis.call('ZRANGEBYLEX', G.wait, lo, hi, 'LIMIT', 0, 1)[1]
+  local h = group_place(tonumber(q) + 1)
+  if first then
+    h = string.sub(first, -16)
+    redis.call('ZREMRANGEBYLEX', G.wait, lo, hi)
+  end
+  a, l = tonumber(a), tonumber(l)
+  redis.call('HSET', G.state, g, group_counts(a, l), '\1' .. g, h, '\2' .. g, group_place(tonumber(q)))
+  return a, l, h
+end
+
+-- group_get reads group g's state field s (nil: none) into its admitted
+-- count and limit (0 and 1 for none); a group stored the older way is
+-- converted (group_convert), and its head place is then the third value.
+local GROUP_COUNTS = {}
+local function group_get(G, g, s)
+  if not s then
+    return 0, 1
+  end
+  local c = GROUP_COUNTS[s]
+  if not c then
+    local a, l = string.match(s, '^(%d+),(%d+)$')
+    if not a then
+      return group_convert(G, g, s)
+    end
+    c = {tonumber(a), tonumber(l)}
+    GROUP_COUNTS[s] = c
+  end
+  return c[1], c[2]
 end
 
 -- group_message_id returns the ID of stored message v (internal/codec's
--- header), nil when v is none.
+-- header, then "<len(id)>:<id>"), nil when v is none.
 local function group_message_id(v)
-  local pos = string.match(v, '^1,%d+,%d+,%d+,()')
-  return pos and stored_id(v, pos)
+  local n, pos = string.match(v, '^1,%d+,%d+,%d+,(%d+):()')
+  return n and string.sub(v, pos, pos + group_num(n) - 1)
+end
+
+-- group_next takes up to want jobs from the line of group g (member
+-- prefix pre), head place h, last place q: it appends their members to ms
+-- and group g to of, in order, and returns the new head place. Holes are
+-- skipped, a window of places per HMGET.
+local function group_next(G, g, pre, h, q, want, ms, of)
+  local n = tonumber(h)
+  while want > 0 and h <= q do
+    local names = {}
+    local last = math.min(tonumber(q), n + math.max(want, 16) - 1)
+    for p = n, last do
+      names[#names + 1] = pre .. group_place(p)
+    end
+    local vs = redis.call('HMGET', G.msgs, unpack(names))
+    for i = 1, #names do
+      if want == 0 then
+        break
+      end
+      n = n + 1
+      if vs[i] then
+        ms[#ms + 1] = names[i]
+        of[#of + 1] = g
+        want = want - 1
+      end
+    end
+    h = group_place(n)
+  end
+  return h
 end
 
 -- group_let_in takes the line members ms out of the lines and admits their
--- jobs, in order: each stored message goes to admit(v), and its ID is
--- indexed as admitted to its group, of[i] for ms[i].
-local function group_let_in(G, ms, of, admit)
-  local admitted = {}
+-- jobs, in order: each stored message (vs[i] for ms[i], read here when vs
+-- is nil) goes to admit(v), and its ID is indexed as admitted to its
+-- group, of[i] for ms[i].
+local function group_let_in(G, ms, of, admit, vs)
+  local admitted, n = {}, 0
   for i = 1, #ms, CHUNK do
-    local vs = redis.call('HMGET', G.msgs, unpack(ms, i, math.min(i + CHUNK - 1, #ms)))
-    for j = 1, #vs do
-      local v = vs[j]
+    local last = math.min(i + CHUNK - 1, #ms)
+    local part, off = vs, 0
+    if not part then
+      part, off = redis.call('HMGET', G.msgs, unpack(ms, i, last)), i - 1
+    end
+    for k = i, last do
+      local v = part[k - off]
       -- Every member has its message unless someone wrote the keys by hand.
       if v then
         local id = group_message_id(v)
         if id then
-          admitted[#admitted + 1] = id
-          admitted[#admitted + 1] = 'a' .. of[i + j - 1]
+          admitted[n + 1] = id
+          admitted[n + 2] = 'a' .. of[k]
+          n = n + 2
         end
         admit(v)
       end
     end
   end
-  bulk('ZREM', G.wait, ms)
   bulk('HDEL', G.msgs, ms)
   bulk('HSET', G.jobs, admitted)
-end
-
--- group_pump admits waiting jobs of group g, oldest first, while fewer than
--- l are admitted (a), handing each stored message to admit(v). It returns
--- the admitted count and whether jobs may still wait (the line was not
--- emptied).
-local function group_pump(G, g, a, l, admit)
-  if a >= l then
-    return a, true
-  end
-  local lo, hi = group_line(g)
-  local want = l - a
-  local ms = redis.call('ZRANGEBYLEX', G.wait, lo, hi, 'LIMIT', 0, want)
-  local of = {}
-  for i = 1, #ms do
-    of[i] = g
-  end
-  group_let_in(G, ms, of, admit)
-  return a + #ms, #ms == want
 end
 
 -- group_hold takes job id of group g (limit l >= 1), stored message v:
@@ -110,23 +218,30 @@ local function group_hold(G, id, g, l, v, admit)
   if redis.call('HEXISTS', G.jobs, id) == 1 then
     return false
   end
-  local a, old, q = group_get(G, g)
+  local a, old = group_get(G, g, redis.call('HGET', G.state, g))
   if a < l and a >= old then
     -- Jobs may wait behind the old limit: they go first.
-    a = group_pump(G, g, a, l, admit)
+    local hq = redis.call('HMGET', G.state, '\1' .. g, '\2' .. g)
+    local h, q = hq[1] or GROUP_FIRST, hq[2] or GROUP_NONE
+    if h <= q then
+      local ms, of = {}, {}
+      h = group_next(G, g, group_prefix(g), h, q, l - a, ms, of)
+      group_let_in(G, ms, of, admit)
+      a = a + #ms
+      redis.call('HSET', G.state, '\1' .. g, h)
+    end
   end
   if a < l then
     redis.call('HSET', G.jobs, id, 'a' .. g)
     admit(v)
-    a = a + 1
-  else
-    q = q + 1
-    local m = #g .. ':' .. g .. string.format('%016d', q)
-    redis.call('ZADD', G.wait, 0, m)
-    redis.call('HSET', G.msgs, m, v)
-    redis.call('HSET', G.jobs, id, 'w' .. m)
+    redis.call('HSET', G.state, g, group_counts(a + 1, l))
+    return true
   end
-  redis.call('HSET', G.state, g, a .. ',' .. l .. ',' .. q)
+  local q = group_after(redis.call('HGET', G.state, '\2' .. g) or GROUP_NONE)
+  local m = group_prefix(g) .. q
+  redis.call('HSET', G.msgs, m, v)
+  redis.call('HSET', G.jobs, id, 'w' .. m)
+  redis.call('HSET', G.state, g, group_counts(a, l), '\2' .. g, q)
   return true
 end
 
@@ -136,64 +251,149 @@ end
 -- job that is not grouped, or is waiting, is left as it is. It returns the
 -- number of jobs released. The groups' states, lines and jobs are read and
 -- written a batch at a time: a settle of many grouped jobs costs a few
--- commands per call and one ZRANGEBYLEX per group with room.
+-- commands per call, whatever the number of groups.
 local function group_release(G, ids, admit)
   if #ids == 0 then
     return 0
   end
-  local order, dec, done, seen = {}, {}, {}, {}
+  -- order: the groups, in order; dec: jobs released per group.
+  local order, dec, done, seen, ng, nd = {}, {}, {}, {}, 0, 0
   for i = 1, #ids, CHUNK do
-    local part = {unpack(ids, i, math.min(i + CHUNK - 1, #ids))}
-    local vals = redis.call('HMGET', G.jobs, unpack(part))
-    for j = 1, #part do
-      local s = vals[j]
-      if s and string.sub(s, 1, 1) == 'a' and not seen[part[j]] then
-        seen[part[j]] = true
+    local last = math.min(i + CHUNK - 1, #ids)
+    local vals = redis.call('HMGET', G.jobs, unpack(ids, i, last))
+    for j = 1, #vals do
+      local s, id = vals[j], ids[i + j - 1]
+      -- 97: "a", admitted.
+      if s and string.byte(s, 1) == 97 and not seen[id] then
+        seen[id] = true
         local g = string.sub(s, 2)
-        if not dec[g] then
-          order[#order + 1] = g
-          dec[g] = 0
+        local d = dec[g]
+        if not d then
+          ng = ng + 1
+          order[ng] = g
+          d = 0
         end
-        dec[g] = dec[g] + 1
-        done[#done + 1] = part[j]
+        dec[g] = d + 1
+        nd = nd + 1
+        done[nd] = id
       end
     end
   end
-  if #done == 0 then
+  if nd == 0 then
     return 0
   end
   bulk('HDEL', G.jobs, done)
-  local members, of = {}, {}
-  local keep, drop = {}, {}
-  for i = 1, #order, CHUNK do
-    local part = {unpack(order, i, math.min(i + CHUNK - 1, #order))}
-    local states = redis.call('HMGET', G.state, unpack(part))
-    for j = 1, #part do
-      local g = part[j]
-      local a, l, q = group_parse(states[j])
-      a = math.max(0, a - dec[g])
-      if a < l then
-        local lo, hi = group_line(g)
-        local ms = redis.call('ZRANGEBYLEX', G.wait, lo, hi, 'LIMIT', 0, l - a)
-        for k = 1, #ms do
-          members[#members + 1] = ms[k]
-          of[#of + 1] = g
-        end
-        a = a + #ms
+  -- Each group's counts and head (by place in order: a0 admitted as
+  -- read, ga admitted now, gl limit, gh head, gp member prefix), then the
+  -- places its room asks for (head up to the limit), for all groups in one
+  -- HMGET.
+  local fields = {}
+  for k = 1, ng do
+    local g = order[k]
+    fields[2 * k - 1], fields[2 * k] = g, '\1' .. g
+  end
+  local a0, ga, gl, gh, gp = {}, {}, {}, {}, {}
+  local probe, pk, np = {}, {}, 0
+  for i = 1, 2 * ng, CHUNK do
+    local last = math.min(i + CHUNK - 1, 2 * ng)
+    local vals = redis.call('HMGET', G.state, unpack(fields, i, last))
+    for x = i, last, 2 do
+      local k = (x + 1) / 2
+      local g = order[k]
+      local a, l, h = group_get(G, g, vals[x - i + 1])
+      h = h or vals[x - i + 2] or GROUP_FIRST
+      a0[k], gl[k], gh[k] = a, l, h
+      a = a - dec[g]
+      if a < 0 then
+        a = 0
       end
-      if a == 0 then
-        -- Nothing admitted, so nothing waits (the line was empty).
-        drop[#drop + 1] = g
-      else
-        keep[#keep + 1] = g
-        keep[#keep + 1] = a .. ',' .. l .. ',' .. q
+      ga[k] = a
+      if a < l then
+        local p = group_prefix(g)
+        gp[k] = p
+        np = np + 1
+        probe[np], pk[np] = p .. h, k
+        for _ = 2, l - a do
+          -- Room for more: the places after head, up to the limit.
+          h = group_after(h)
+          np = np + 1
+          probe[np], pk[np] = p .. h, k
+        end
       end
     end
   end
-  group_let_in(G, members, of, admit)
+  -- Take each group's places in order up to the first missing one: the
+  -- end of its line, or a hole (slow: its last place tells which).
+  local members, of, vs, nm = {}, {}, {}, 0
+  local stuck, moved = {}, {}
+  for i = 1, np, CHUNK do
+    local last = math.min(i + CHUNK - 1, np)
+    local got = redis.call('HMGET', G.msgs, unpack(probe, i, last))
+    for j = 1, #got do
+      local x = i + j - 1
+      local k = pk[x]
+      local v = got[j]
+      if not stuck[k] then
+        if v then
+          nm = nm + 1
+          members[nm], of[nm], vs[nm] = probe[x], order[k], v
+          ga[k] = ga[k] + 1
+          gh[k] = group_after(gh[k])
+          moved[k] = true
+        else
+          stuck[k] = true
+        end
+      end
+    end
+  end
+  local more, mof, lasts = {}, {}, {}
+  for k = 1, ng do
+    if stuck[k] then
+      lasts[#lasts + 1] = k
+    end
+  end
+  for i = 1, #lasts, CHUNK do
+    local part = {}
+    for x = i, math.min(i + CHUNK - 1, #lasts) do
+      part[#part + 1] = '\2' .. order[lasts[x]]
+    end
+    local qs = redis.call('HMGET', G.state, unpack(part))
+    for x = 1, #qs do
+      local k = lasts[i + x - 1]
+      local q = qs[x] or GROUP_NONE
+      if gh[k] <= q then
+        -- A hole: look past it.
+        local before = #more
+        local h = group_next(G, order[k], gp[k], gh[k], q, gl[k] - ga[k], more, mof)
+        ga[k] = ga[k] + #more - before
+        moved[k] = moved[k] or h ~= gh[k]
+        gh[k] = h
+      end
+    end
+  end
+  local keep, drop, nk, nx = {}, {}, 0, 0
+  for k = 1, ng do
+    local g = order[k]
+    if ga[k] == 0 then
+      -- Nothing admitted, so nothing waits (the line was empty).
+      drop[nx + 1], drop[nx + 2], drop[nx + 3] = g, '\1' .. g, '\2' .. g
+      nx = nx + 3
+    else
+      if ga[k] ~= a0[k] then
+        keep[nk + 1], keep[nk + 2] = g, group_counts(ga[k], gl[k])
+        nk = nk + 2
+      end
+      if moved[k] then
+        keep[nk + 1], keep[nk + 2] = '\1' .. g, gh[k]
+        nk = nk + 2
+      end
+    end
+  end
+  group_let_in(G, members, of, admit, vs)
+  group_let_in(G, more, mof, admit)
   bulk('HSET', G.state, keep)
   bulk('HDEL', G.state, drop)
-  return #done
+  return nd
 end
 
 -- group_suffix returns how the stored message of a job of group g ends:
@@ -254,7 +454,7 @@ local function group_unwait(G, id)
     return false
   end
   local m = string.sub(s, 2)
-  redis.call('ZREM', G.wait, m)
+  -- Its place becomes a hole, skipped when the head passes it.
   redis.call('HDEL', G.msgs, m)
   redis.call('HDEL', G.jobs, id)
   -- The group's state stays: a job waits only while others are admitted.

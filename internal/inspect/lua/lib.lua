@@ -10,10 +10,10 @@
 -- reads again): {dropped for age by this call, pending timers, discard
 -- records, records dropped by the count cap, records dropped for age in
 -- all, time of the oldest record (unix ms; -1: none or unreadable),
--- processed, failed, jobs waiting in their FIFO groups' lines (wait, the
--- queue's group_wait ZSET, internal/groups), jobs waiting for a concurrency
+-- processed, failed, jobs waiting in their FIFO groups' lines (gmsgs, the
+-- queue's group_msgs HASH, internal/groups), jobs waiting for a concurrency
 -- limit's slot (lwait, the queue's limit_wait ZSET, internal/limits)}.
-local function queue_tail(delayed, dead, dropped, expired, stats, maxage, wait, lwait)
+local function queue_tail(delayed, dead, dropped, expired, stats, maxage, gmsgs, lwait)
   local now_dropped = discard_expire(dead, expired, maxage, now_ms())
   local oldest = -1
   local rec = redis.call('LINDEX', dead, -1)
@@ -23,6 +23,6 @@ local function queue_tail(delayed, dead, dropped, expired, stats, maxage, wait, 
   local c = redis.call('HMGET', stats, 'processed', 'failed')
   return {now_dropped, redis.call('ZCARD', delayed), redis.call('LLEN', dead),
     tonumber(redis.call('GET', dropped) or '0'), tonumber(redis.call('GET', expired) or '0'),
-    oldest, tonumber(c[1] or '0'), tonumber(c[2] or '0'), redis.call('ZCARD', wait),
+    oldest, tonumber(c[1] or '0'), tonumber(c[2] or '0'), redis.call('HLEN', gmsgs),
     redis.call('ZCARD', lwait)}
 end

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -197,6 +198,82 @@ func TestGroupLinesOfTheSortedSetFormatConvert(t *testing.T) {
 	}
 	if !slices.Equal(ga, []string{"a1", "a2", "a4", "a5"}) || !slices.Equal(gb, []string{"b1", "b2", "b3", "b4"}) {
 		t.Fatalf("ran %v: group g in order %v, h %v; want [a1 a2 a4 a5] and [b1 b2 b3 b4]", got, ga, gb)
+	}
+	if ks := e.groupKeys("q"); len(ks) != 0 {
+		t.Fatalf("group keys left after every job ended: %v", ks)
+	}
+}
+
+// sizes returns queue's QueueSizes.
+func (e *env) sizes(queue string) broker.QueueSizes {
+	e.t.Helper()
+	s, err := e.d.QueueSizes(context.Background(), queue)
+	if err != nil || len(s) != 1 {
+		e.t.Fatalf("QueueSizes(%q) = %v, %v", queue, s, err)
+	}
+	return s[0]
+}
+
+// A job that raises its group's limit past the number of jobs waiting in
+// line lets them all in at once, however many: 9,000 waiting jobs are
+// read in windows (one HMGET of them all would overflow Lua's unpack).
+func TestGroupLimitRaisedPastALongLine(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	const waiting = 9000
+	var ms []*broker.Message
+	for i := range waiting + 1 {
+		ms = append(ms, groupedMsg("q", "j"+strconv.Itoa(i), "g"))
+	}
+	e.enqueue(ms...)
+	if s := e.sizes("q"); s.Ready != 1 || s.Grouped != waiting {
+		t.Fatalf("after %d jobs of one group: ready %d, grouped %d; want 1 and %d", waiting+1, s.Ready, s.Grouped, waiting)
+	}
+	m := groupedMsg("q", "raise", "g")
+	m.GroupLimit = broker.MaxGroupLimit
+	e.enqueue(m)
+	if s := e.sizes("q"); s.Ready != waiting+2 || s.Grouped != 0 {
+		t.Fatalf("after a job raised the limit to %d: ready %d, grouped %d; want %d and 0", broker.MaxGroupLimit, s.Ready, s.Grouped, waiting+2)
+	}
+}
+
+// A group whose state field cannot be read (written by hand) while its
+// jobs wait in the sorted set of the older format is recovered from that
+// set: its jobs are let in, in order, one at a time.
+func TestGroupUnreadableStateOfTheSortedSetFormat(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	e.enqueue(groupedMsg("q", "a1", "g"), groupedMsg("q", "a2", "g"), groupedMsg("q", "a3", "g"))
+	members, err := e.rdb.HKeys(ctx, e.key("q", "group_msgs")).Result()
+	if err != nil || len(members) != 2 {
+		t.Fatalf("group_msgs fields = %v, %v; want 2", members, err)
+	}
+	for _, m := range members {
+		if err := e.rdb.ZAdd(ctx, e.key("q", "group_wait"), redis.Z{Member: m}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.rdb.HDel(ctx, e.key("q", "groups"), "\x01g", "\x02g").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rdb.HSet(ctx, e.key("q", "groups"), "g", "garbage").Err(); err != nil {
+		t.Fatal(err)
+	}
+	c := e.open("q", time.Minute)
+	var got []string
+	for len(got) < 3 {
+		ds := e.fetch(c, 10)
+		if len(ds) != 1 {
+			t.Fatalf("fetched %v after %v: want one job of the group at a time", ids(ds), got)
+		}
+		got = append(got, ids(ds)...)
+		if err := c.Ack(ctx, ds...); err != nil {
+			t.Fatalf("Ack: %v", err)
+		}
+	}
+	if !slices.Equal(got, []string{"a1", "a2", "a3"}) {
+		t.Fatalf("ran %v, want [a1 a2 a3]", got)
 	}
 	if ks := e.groupKeys("q"); len(ks) != 0 {
 		t.Fatalf("group keys left after every job ended: %v", ks)

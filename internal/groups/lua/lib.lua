@@ -103,29 +103,36 @@ end
 -- its state s "<admitted>,<limit>,<last place>", one whose line is found
 -- by place: the head is the first member's place (last + 1 for an empty
 -- line), the group's members leave the ZSET (their messages stay in msgs,
--- under the same names) and the state is written anew. It returns the
--- admitted count and limit (0 and 1 for an unreadable state, as before)
--- and the head place.
+-- under the same names) and the state is written anew. An unreadable
+-- state counts as nothing admitted, limit 1, its last place the last
+-- member's. It returns the admitted count, the limit, and the head and
+-- last places.
 local function group_convert(G, g, s)
-  local a, l, q = string.match(s, '^(%d+),(%d+),(%d+)$')
-  if not a then
-    return 0, 1, GROUP_FIRST
-  end
   local lo, hi = group_line(g)
   local first = redis.call('ZRANGEBYLEX', G.wait, lo, hi, 'LIMIT', 0, 1)[1]
-  local h = group_place(tonumber(q) + 1)
+  local a, l, q = string.match(s, '^(%d+),(%d+),(%d+)$')
+  if a then
+    a, l, q = tonumber(a), tonumber(l), group_place(tonumber(q))
+  else
+    a, l, q = 0, 1, GROUP_NONE
+    local tail = redis.call('ZREVRANGEBYLEX', G.wait, hi, lo, 'LIMIT', 0, 1)[1]
+    if tail then
+      q = string.sub(tail, -16)
+    end
+  end
+  local h = group_after(q)
   if first then
     h = string.sub(first, -16)
     redis.call('ZREMRANGEBYLEX', G.wait, lo, hi)
   end
-  a, l = tonumber(a), tonumber(l)
-  redis.call('HSET', G.state, g, group_counts(a, l), '\1' .. g, h, '\2' .. g, group_place(tonumber(q)))
-  return a, l, h
+  redis.call('HSET', G.state, g, group_counts(a, l), '\1' .. g, h, '\2' .. g, q)
+  return a, l, h, q
 end
 
 -- group_get reads group g's state field s (nil: none) into its admitted
 -- count and limit (0 and 1 for none); a group stored the older way is
--- converted (group_convert), and its head place is then the third value.
+-- converted (group_convert), and its head and last places are then the
+-- third and fourth values.
 local GROUP_COUNTS = {}
 local function group_get(G, g, s)
   if not s then
@@ -151,26 +158,28 @@ local function group_message_id(v)
 end
 
 -- group_next takes up to want jobs from the line of group g (member
--- prefix pre), head place h, last place q: it appends their members to ms
--- and group g to of, in order, and returns the new head place. Holes are
--- skipped, a window of places per HMGET.
-local function group_next(G, g, pre, h, q, want, ms, of)
+-- prefix pre), head place h, last place q: it appends their members to
+-- ms, their stored messages to vs and group g to of, in order, and
+-- returns the new head place. Holes are skipped, a window of up to 100
+-- places (want's, at most CHUNK) per HMGET.
+local function group_next(G, g, pre, h, q, want, ms, of, vs)
   local n = tonumber(h)
   while want > 0 and h <= q do
     local names = {}
-    local last = math.min(tonumber(q), n + math.max(want, 16) - 1)
+    local last = math.min(tonumber(q), n + math.min(math.max(want, 100), CHUNK) - 1)
     for p = n, last do
       names[#names + 1] = pre .. group_place(p)
     end
-    local vs = redis.call('HMGET', G.msgs, unpack(names))
+    local got = redis.call('HMGET', G.msgs, unpack(names))
     for i = 1, #names do
       if want == 0 then
         break
       end
       n = n + 1
-      if vs[i] then
+      if got[i] then
         ms[#ms + 1] = names[i]
         of[#of + 1] = g
+        vs[#vs + 1] = got[i]
         want = want - 1
       end
     end
@@ -180,30 +189,19 @@ local function group_next(G, g, pre, h, q, want, ms, of)
 end
 
 -- group_let_in takes the line members ms out of the lines and admits their
--- jobs, in order: each stored message (vs[i] for ms[i], read here when vs
--- is nil) goes to admit(v), and its ID is indexed as admitted to its
--- group, of[i] for ms[i].
+-- jobs, in order: each stored message vs[i] (of ms[i]) goes to admit(v),
+-- and its ID is indexed as admitted to its group, of[i].
 local function group_let_in(G, ms, of, admit, vs)
   local admitted, n = {}, 0
-  for i = 1, #ms, CHUNK do
-    local last = math.min(i + CHUNK - 1, #ms)
-    local part, off = vs, 0
-    if not part then
-      part, off = redis.call('HMGET', G.msgs, unpack(ms, i, last)), i - 1
+  for k = 1, #ms do
+    local v = vs[k]
+    local id = group_message_id(v)
+    if id then
+      admitted[n + 1] = id
+      admitted[n + 2] = 'a' .. of[k]
+      n = n + 2
     end
-    for k = i, last do
-      local v = part[k - off]
-      -- Every member has its message unless someone wrote the keys by hand.
-      if v then
-        local id = group_message_id(v)
-        if id then
-          admitted[n + 1] = id
-          admitted[n + 2] = 'a' .. of[k]
-          n = n + 2
-        end
-        admit(v)
-      end
-    end
+    admit(v)
   end
   bulk('HDEL', G.msgs, ms)
   bulk('HSET', G.jobs, admitted)
@@ -224,9 +222,9 @@ local function group_hold(G, id, g, l, v, admit)
     local hq = redis.call('HMGET', G.state, '\1' .. g, '\2' .. g)
     local h, q = hq[1] or GROUP_FIRST, hq[2] or GROUP_NONE
     if h <= q then
-      local ms, of = {}, {}
-      h = group_next(G, g, group_prefix(g), h, q, l - a, ms, of)
-      group_let_in(G, ms, of, admit)
+      local ms, of, vs = {}, {}, {}
+      h = group_next(G, g, group_prefix(g), h, q, l - a, ms, of, vs)
+      group_let_in(G, ms, of, admit, vs)
       a = a + #ms
       redis.call('HSET', G.state, '\1' .. g, h)
     end
@@ -283,93 +281,130 @@ local function group_release(G, ids, admit)
     return 0
   end
   bulk('HDEL', G.jobs, done)
-  -- Each group's counts and head (by place in order: a0 admitted as
-  -- read, ga admitted now, gl limit, gh head, gp member prefix), then the
-  -- places its room asks for (head up to the limit), for all groups in one
-  -- HMGET.
+  -- Each group's counts and head (by place in order: a0 admitted as read,
+  -- ga admitted now, gl limit, gh head, gq last place once read, gp member
+  -- prefix).
   local fields = {}
   for k = 1, ng do
     local g = order[k]
     fields[2 * k - 1], fields[2 * k] = g, '\1' .. g
   end
-  local a0, ga, gl, gh, gp = {}, {}, {}, {}, {}
-  local probe, pk, np = {}, {}, 0
+  local a0, ga, gl, gh, gq, gp = {}, {}, {}, {}, {}, {}
+  local wide = {}
   for i = 1, 2 * ng, CHUNK do
     local last = math.min(i + CHUNK - 1, 2 * ng)
     local vals = redis.call('HMGET', G.state, unpack(fields, i, last))
     for x = i, last, 2 do
       local k = (x + 1) / 2
       local g = order[k]
-      local a, l, h = group_get(G, g, vals[x - i + 1])
-      h = h or vals[x - i + 2] or GROUP_FIRST
-      a0[k], gl[k], gh[k] = a, l, h
+      local a, l, h, q = group_get(G, g, vals[x - i + 1])
+      a0[k], gl[k], gh[k], gq[k] = a, l, h or vals[x - i + 2] or GROUP_FIRST, q
       a = a - dec[g]
       if a < 0 then
         a = 0
       end
       ga[k] = a
-      if a < l then
-        local p = group_prefix(g)
-        gp[k] = p
-        np = np + 1
-        probe[np], pk[np] = p .. h, k
-        for _ = 2, l - a do
-          -- Room for more: the places after head, up to the limit.
-          h = group_after(h)
-          np = np + 1
-          probe[np], pk[np] = p .. h, k
-        end
+      if l - a > 1 and not q then
+        -- Room for more than one: how far its line goes bounds the reads.
+        wide[#wide + 1] = k
       end
     end
   end
-  -- Take each group's places in order up to the first missing one: the
-  -- end of its line, or a hole (slow: its last place tells which).
-  local members, of, vs, nm = {}, {}, {}, 0
-  local stuck, moved = {}, {}
-  for i = 1, np, CHUNK do
-    local last = math.min(i + CHUNK - 1, np)
-    local got = redis.call('HMGET', G.msgs, unpack(probe, i, last))
-    for j = 1, #got do
-      local x = i + j - 1
-      local k = pk[x]
-      local v = got[j]
-      if not stuck[k] then
-        if v then
-          nm = nm + 1
-          members[nm], of[nm], vs[nm] = probe[x], order[k], v
-          ga[k] = ga[k] + 1
-          gh[k] = group_after(gh[k])
-          moved[k] = true
-        else
-          stuck[k] = true
-        end
+  local function read_lasts(ks)
+    for i = 1, #ks, CHUNK do
+      local part = {}
+      for x = i, math.min(i + CHUNK - 1, #ks) do
+        part[#part + 1] = '\2' .. order[ks[x]]
+      end
+      local qs = redis.call('HMGET', G.state, unpack(part))
+      for x = 1, #qs do
+        gq[ks[i + x - 1]] = qs[x] or GROUP_NONE
       end
     end
   end
-  local more, mof, lasts = {}, {}, {}
+  read_lasts(wide)
+  -- The places each group's room asks for, from its head, for all groups
+  -- in one HMGET: the head alone for a room of one (the usual case), up to
+  -- the room and the line's last place otherwise. A line waits only while
+  -- its group is full, so the room is at most the jobs released here.
+  local probe, np, from = {}, 0, {}
   for k = 1, ng do
-    if stuck[k] then
-      lasts[#lasts + 1] = k
-    end
-  end
-  for i = 1, #lasts, CHUNK do
-    local part = {}
-    for x = i, math.min(i + CHUNK - 1, #lasts) do
-      part[#part + 1] = '\2' .. order[lasts[x]]
-    end
-    local qs = redis.call('HMGET', G.state, unpack(part))
-    for x = 1, #qs do
-      local k = lasts[i + x - 1]
-      local q = qs[x] or GROUP_NONE
-      if gh[k] <= q then
-        -- A hole: look past it.
-        local before = #more
-        local h = group_next(G, order[k], gp[k], gh[k], q, gl[k] - ga[k], more, mof)
-        ga[k] = ga[k] + #more - before
-        moved[k] = moved[k] or h ~= gh[k]
-        gh[k] = h
+    from[k] = np + 1
+    local h, q = gh[k], gq[k]
+    if ga[k] < gl[k] and not (q and h > q) then
+      local p = group_prefix(order[k])
+      gp[k] = p
+      np = np + 1
+      probe[np] = p .. h
+      for _ = 2, gl[k] - ga[k] do
+        if h == q then
+          break
+        end
+        h = group_after(h)
+        np = np + 1
+        probe[np] = p .. h
       end
     end
+  end
+  from[ng + 1] = np + 1
+  local got = {}
+  for i = 1, np, CHUNK do
+    local part = redis.call('HMGET', G.msgs, unpack(probe, i, math.min(i + CHUNK - 1, np)))
+    for j = 1, #part do
+      got[i + j - 1] = part[j]
+    end
+  end
+  -- Each group's places in order: a job to let in, or none. None at a
+  -- place up to the last is a hole (a job cancelled while it waited) that
+  -- the head passes; where the last place is not known yet, it is read
+  -- for all such groups at once (the end of a line, or a hole).
+  local members, of, vs = {}, {}, {}
+  local moved, stuck = {}, {}
+  for k = 1, ng do
+    for x = from[k], from[k + 1] - 1 do
+      local v = got[x]
+      if not v and not gq[k] then
+        stuck[#stuck + 1] = k
+        break
+      end
+      moved[k] = true
+      gh[k] = group_after(gh[k])
+      if v then
+        members[#members + 1], of[#of + 1], vs[#vs + 1] = probe[x], order[k], v
+        ga[k] = ga[k] + 1
+      end
+    end
+  end
+  read_lasts(stuck)
+  -- Holes took places the room asked for: the groups that still have room
+  -- and a line look further (rare), and their jobs join in group order.
+  local slow = {}
+  for k = 1, ng do
+    if gp[k] and ga[k] < gl[k] and gq[k] and gh[k] <= gq[k] then
+      local ms, ofs, mvs = {}, {}, {}
+      local h = group_next(G, order[k], gp[k], gh[k], gq[k], gl[k] - ga[k], ms, ofs, mvs)
+      moved[k] = moved[k] or h ~= gh[k]
+      gh[k] = h
+      ga[k] = ga[k] + #ms
+      slow[k] = {ms, mvs}
+    end
+  end
+  if next(slow) then
+    local m2, o2, v2 = {}, {}, {}
+    local x = 1
+    for k = 1, ng do
+      while x <= #members and of[x] == order[k] do
+        m2[#m2 + 1], o2[#o2 + 1], v2[#v2 + 1] = members[x], of[x], vs[x]
+        x = x + 1
+      end
+      local sl = slow[k]
+      if sl then
+        for y = 1, #sl[1] do
+          m2[#m2 + 1], o2[#o2 + 1], v2[#v2 + 1] = sl[1][y], order[k], sl[2][y]
+        end
+      end
+    end
+    members, of, vs = m2, o2, v2
   end
   local keep, drop, nk, nx = {}, {}, 0, 0
   for k = 1, ng do
@@ -390,7 +425,6 @@ local function group_release(G, ids, admit)
     end
   end
   group_let_in(G, members, of, admit, vs)
-  group_let_in(G, more, mof, admit)
   bulk('HSET', G.state, keep)
   bulk('HDEL', G.state, drop)
   return nd

@@ -129,6 +129,22 @@ func TestPrepareAddRefusesGroup(t *testing.T) {
 	}
 }
 
+// linesToSortedSet adds every member of queue's group_msgs, which must
+// hold want, to its group_wait sorted set, as the older format kept them.
+func (e *env) linesToSortedSet(queue string, want int) {
+	e.t.Helper()
+	ctx := context.Background()
+	members, err := e.rdb.HKeys(ctx, e.key(queue, "group_msgs")).Result()
+	if err != nil || len(members) != want {
+		e.t.Fatalf("group_msgs fields = %v, %v; want %d", members, err, want)
+	}
+	for _, m := range members {
+		if err := e.rdb.ZAdd(ctx, e.key(queue, "group_wait"), redis.Z{Member: m}).Err(); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
 // Groups stored by a version that kept every group's line in one sorted
 // set (a state of "<admitted>,<limit>,<last place>", the waiting members
 // in group_wait) are converted when a job of theirs is next enqueued or
@@ -162,15 +178,7 @@ func TestGroupLinesOfTheSortedSetFormatConvert(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	members, err := e.rdb.HKeys(ctx, e.key("q", "group_msgs")).Result()
-	if err != nil || len(members) != 6 {
-		t.Fatalf("group_msgs fields = %v, %v; want 6", members, err)
-	}
-	for _, m := range members {
-		if err := e.rdb.ZAdd(ctx, e.key("q", "group_wait"), redis.Z{Member: m}).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.linesToSortedSet("q", 6)
 
 	// a3 is cancelled while it waits, before its group is converted.
 	if st, err := e.d.CancelJob(ctx, "q", "a3"); err != nil || st != broker.JobReady {
@@ -245,15 +253,7 @@ func TestGroupUnreadableStateOfTheSortedSetFormat(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	e.enqueue(groupedMsg("q", "a1", "g"), groupedMsg("q", "a2", "g"), groupedMsg("q", "a3", "g"))
-	members, err := e.rdb.HKeys(ctx, e.key("q", "group_msgs")).Result()
-	if err != nil || len(members) != 2 {
-		t.Fatalf("group_msgs fields = %v, %v; want 2", members, err)
-	}
-	for _, m := range members {
-		if err := e.rdb.ZAdd(ctx, e.key("q", "group_wait"), redis.Z{Member: m}).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.linesToSortedSet("q", 2)
 	if err := e.rdb.HDel(ctx, e.key("q", "groups"), "\x01g", "\x02g").Err(); err != nil {
 		t.Fatal(err)
 	}

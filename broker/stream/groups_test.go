@@ -279,3 +279,41 @@ func TestGroupUnreadableStateOfTheSortedSetFormat(t *testing.T) {
 		t.Fatalf("group keys left after every job ended: %v", ks)
 	}
 }
+
+// A group of this format whose counts were written over by hand keeps its
+// line: the jobs waiting there are let in, in order, none is overwritten.
+func TestGroupUnreadableCountsKeepTheLine(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	e.enqueue(groupedMsg("q", "b1", "g"), groupedMsg("q", "b2", "g"), groupedMsg("q", "b3", "g"))
+	if err := e.rdb.HSet(ctx, e.key("q", "groups"), "g", "garbage").Err(); err != nil {
+		t.Fatal(err)
+	}
+	c := e.open("q", time.Minute)
+	var got []string
+	for len(got) < 3 {
+		ds := e.fetch(c, 10)
+		got = append(got, ids(ds)...)
+		if err := c.Ack(ctx, ds...); err != nil {
+			t.Fatalf("Ack: %v", err)
+		}
+		if len(got) == 1 {
+			// Enqueued once the state was read: it waits behind b2, b3.
+			e.enqueue(groupedMsg("q", "b4", "g"))
+		}
+	}
+	for len(got) < 4 {
+		ds := e.fetch(c, 10)
+		got = append(got, ids(ds)...)
+		if err := c.Ack(ctx, ds...); err != nil {
+			t.Fatalf("Ack: %v", err)
+		}
+	}
+	if !slices.Equal(got, []string{"b1", "b2", "b3", "b4"}) {
+		t.Fatalf("ran %v, want [b1 b2 b3 b4]", got)
+	}
+	if ks := e.groupKeys("q"); len(ks) != 0 {
+		t.Fatalf("group keys left after every job ended: %v", ks)
+	}
+}

@@ -104,13 +104,23 @@ end
 -- by place: the head is the first member's place (last + 1 for an empty
 -- line), the group's members leave the ZSET (their messages stay in msgs,
 -- under the same names) and the state is written anew. An unreadable
--- state counts as nothing admitted, limit 1, its last place the last
--- member's. It returns the admitted count, the limit, and the head and
--- last places.
+-- state (written over by hand) counts as nothing admitted, limit 1, and
+-- keeps the line it finds (head and last place fields, else the sorted
+-- set's members): nothing waiting is stranded, though the group's order
+-- and limit can be broken once, as they were before such a state. It
+-- returns the admitted count, the limit, and the head and last places.
 local function group_convert(G, g, s)
+  local a, l, q = string.match(s, '^(%d+),(%d+),(%d+)$')
+  if not a then
+    local hq = redis.call('HMGET', G.state, '\1' .. g, '\2' .. g)
+    if hq[2] then
+      -- Counts written over by hand in a group of this format: its line
+      -- stays as it is.
+      return 0, 1, hq[1] or GROUP_FIRST, hq[2]
+    end
+  end
   local lo, hi = group_line(g)
   local first = redis.call('ZRANGEBYLEX', G.wait, lo, hi, 'LIMIT', 0, 1)[1]
-  local a, l, q = string.match(s, '^(%d+),(%d+),(%d+)$')
   if a then
     a, l, q = tonumber(a), tonumber(l), group_place(tonumber(q))
   else

@@ -245,6 +245,33 @@ func TestGroupLimitRaisedPastALongLine(t *testing.T) {
 	}
 }
 
+// runInOrder fetches and acks on c, one job at a time (a group admits
+// one), until the jobs of want have run, then checks they ran in want's
+// order and the group keys are gone; each(k) runs after the k-th ack.
+func (e *env) runInOrder(c broker.Consumer, want []string, each func(k int)) {
+	e.t.Helper()
+	var got []string
+	for len(got) < len(want) {
+		ds := e.fetch(c, 10)
+		if len(ds) != 1 {
+			e.t.Fatalf("fetched %v after %v: want one job of the group at a time", ids(ds), got)
+		}
+		got = append(got, ids(ds)...)
+		if err := c.Ack(context.Background(), ds...); err != nil {
+			e.t.Fatalf("Ack: %v", err)
+		}
+		if each != nil {
+			each(len(got))
+		}
+	}
+	if !slices.Equal(got, want) {
+		e.t.Fatalf("ran %v, want %v", got, want)
+	}
+	if ks := e.groupKeys("q"); len(ks) != 0 {
+		e.t.Fatalf("group keys left after every job ended: %v", ks)
+	}
+}
+
 // A group whose state field cannot be read (written by hand) while its
 // jobs wait in the sorted set of the older format is recovered from that
 // set: its jobs are let in, in order, one at a time.
@@ -260,24 +287,7 @@ func TestGroupUnreadableStateOfTheSortedSetFormat(t *testing.T) {
 	if err := e.rdb.HSet(ctx, e.key("q", "groups"), "g", "garbage").Err(); err != nil {
 		t.Fatal(err)
 	}
-	c := e.open("q", time.Minute)
-	var got []string
-	for len(got) < 3 {
-		ds := e.fetch(c, 10)
-		if len(ds) != 1 {
-			t.Fatalf("fetched %v after %v: want one job of the group at a time", ids(ds), got)
-		}
-		got = append(got, ids(ds)...)
-		if err := c.Ack(ctx, ds...); err != nil {
-			t.Fatalf("Ack: %v", err)
-		}
-	}
-	if !slices.Equal(got, []string{"a1", "a2", "a3"}) {
-		t.Fatalf("ran %v, want [a1 a2 a3]", got)
-	}
-	if ks := e.groupKeys("q"); len(ks) != 0 {
-		t.Fatalf("group keys left after every job ended: %v", ks)
-	}
+	e.runInOrder(e.open("q", time.Minute), []string{"a1", "a2", "a3"}, nil)
 }
 
 // A group of this format whose counts were written over by hand keeps its
@@ -290,30 +300,10 @@ func TestGroupUnreadableCountsKeepTheLine(t *testing.T) {
 	if err := e.rdb.HSet(ctx, e.key("q", "groups"), "g", "garbage").Err(); err != nil {
 		t.Fatal(err)
 	}
-	c := e.open("q", time.Minute)
-	var got []string
-	for len(got) < 3 {
-		ds := e.fetch(c, 10)
-		got = append(got, ids(ds)...)
-		if err := c.Ack(ctx, ds...); err != nil {
-			t.Fatalf("Ack: %v", err)
-		}
-		if len(got) == 1 {
+	e.runInOrder(e.open("q", time.Minute), []string{"b1", "b2", "b3", "b4"}, func(k int) {
+		if k == 1 {
 			// Enqueued once the state was read: it waits behind b2, b3.
 			e.enqueue(groupedMsg("q", "b4", "g"))
 		}
-	}
-	for len(got) < 4 {
-		ds := e.fetch(c, 10)
-		got = append(got, ids(ds)...)
-		if err := c.Ack(ctx, ds...); err != nil {
-			t.Fatalf("Ack: %v", err)
-		}
-	}
-	if !slices.Equal(got, []string{"b1", "b2", "b3", "b4"}) {
-		t.Fatalf("ran %v, want [b1 b2 b3 b4]", got)
-	}
-	if ks := e.groupKeys("q"); len(ks) != 0 {
-		t.Fatalf("group keys left after every job ended: %v", ks)
-	}
+	})
 }

@@ -52,9 +52,10 @@ var aclCommands = map[string][]string{
 		// Records of finished jobs (internal/records): their retention and
 		// reads. Check asks for them, though no chaos pool keeps records.
 		"zpopmin", "zcount", "hsetnx",
-		// FIFO groups (internal/groups): their lines. Check asks for them,
-		// though no chaos job has a group.
-		"zrangebylex",
+		// FIFO groups (internal/groups): their lines, and the conversion
+		// of lines stored in the older format. Check asks for them, though
+		// no chaos job has a group.
+		"zrangebylex", "zrevrangebylex", "zremrangebylex", "hlen",
 		// Concurrency limits (internal/limits): fetch reads them; their
 		// lines. Check asks for them, though no chaos queue has a limit.
 		"hgetall", "zlexcount",
@@ -79,9 +80,10 @@ var aclCommands = map[string][]string{
 		// Records of finished jobs (internal/records): their retention and
 		// reads. Check asks for them, though no chaos pool keeps records.
 		"zpopmin", "zcount", "hsetnx",
-		// FIFO groups (internal/groups): the job index and their lines.
-		// Check asks for them, though no chaos job has a group.
-		"hexists", "zrangebylex",
+		// FIFO groups (internal/groups): the job index and their lines,
+		// and the conversion of lines stored in the older format. Check
+		// asks for them, though no chaos job has a group.
+		"hexists", "zrangebylex", "zrevrangebylex", "zremrangebylex", "hlen",
 		// Concurrency limits (internal/limits): fetch reads them; their
 		// lines. Check asks for them, though no chaos queue has a limit.
 		"hgetall", "zlexcount",

@@ -21,6 +21,9 @@ type lossy struct {
 	direct *redis.Client
 	name   string // the client name of the driver's connection
 	lostBy broker.Consumer
+	// outage, while on, makes the driver's client fail to connect, as it
+	// does while Redis is down (a lost reply breaks its one connection).
+	outage redistest.Outage
 }
 
 func newLossy(t *testing.T, cfg *stream.Config) *lossy {
@@ -28,9 +31,11 @@ func newLossy(t *testing.T, cfg *stream.Config) *lossy {
 	srv := redistest.StartServer(t)
 	px := redistest.StartProxy(t, srv.Addr)
 	name := randomName()
-	rdb := redis.NewClient(&redis.Options{Addr: px.Addr, PoolSize: 1, ClientName: name})
+	l := &lossy{px: px, direct: srv.Client(t), name: name}
+	rdb := redis.NewClient(&redis.Options{Addr: px.Addr, PoolSize: 1, ClientName: name, Dialer: l.outage.Dial})
 	t.Cleanup(func() { _ = rdb.Close() })
-	return &lossy{env: newEnvWith(t, rdb, cfg), px: px, direct: srv.Client(t), name: name}
+	l.env = newEnvWith(t, rdb, cfg)
+	return l
 }
 
 // settles are the four ways to settle a delivery, by name.
@@ -75,9 +80,18 @@ func TestLostSettleReplyPastDeadline(t *testing.T) {
 				Start: landed.Receipt, End: landed.Receipt, Count: 1}).Result(); len(p) != 0 {
 				t.Fatalf("the %s whose reply was lost did not land: %v", name, p)
 			}
+			// Tried again while Redis cannot be reached (the connection
+			// the lost reply broke cannot be made again), as a worker's
+			// retries do while Redis restarts: that try says nothing.
+			l.outage.Set(true)
+			if err := settle(cons, landed); err == nil || errors.Is(err, broker.ErrLeaseLost) {
+				t.Fatalf("a %s while Redis cannot be reached: %v, want the connection's error", name, err)
+			}
+			l.outage.Set(false)
 			landed.LeaseDeadline = time.Now().Add(-time.Second)
-			if err := settle(cons, landed); err != nil {
-				t.Fatalf("a %s that landed, its reply lost, tried again past LeaseDeadline: %v, want nil", name, err)
+			// Tries until the client connects again did not run either.
+			if err := redistest.UntilConnected(t, func() error { return settle(cons, landed) }); err != nil {
+				t.Fatalf("a %s that landed, its reply lost, tried again past LeaseDeadline (tries between could not connect): %v, want nil", name, err)
 			}
 
 			// Taken over by another consumer (its lease ran out): the

@@ -43,12 +43,17 @@ func (d *Doubts) Note(receipt string, err error) {
 // Resolve turns err, the outcome of a settle of the delivery with receipt,
 // into nil when err is ErrLeaseLost, the script found the lease gone
 // without anyone taking it over (gone), and an earlier settle of the
-// delivery was sent without an answer: that earlier settle landed. Any
-// answer from Redis resolves the doubt.
+// delivery was sent without an answer: that earlier settle landed.
+//
+// Only the script's verdict on the lease resolves the doubt. A settle that
+// did not run says nothing about the earlier one, so its doubt stays for
+// the next try: one whose connection could not be made (Redis down), one
+// Redis refused before running it (LOADING while it restarts, BUSY, a
+// missing permission), one whose outcome is unknown again.
 func (d *Doubts) Resolve(receipt string, gone bool, err error) error {
-	if err == nil || Unsure(err) {
-		// A doubt left behind by a settle that now landed is harmless: the
-		// delivery is settled, and the map is bounded.
+	if !errors.Is(err, broker.ErrLeaseLost) {
+		// nil: settled now, so the earlier settle did not land; a doubt
+		// left behind is harmless (the map is bounded).
 		return err
 	}
 	d.mu.Lock()
@@ -57,7 +62,7 @@ func (d *Doubts) Resolve(receipt string, gone bool, err error) error {
 		delete(d.m, receipt)
 	}
 	d.mu.Unlock()
-	if doubted && gone && errors.Is(err, broker.ErrLeaseLost) {
+	if doubted && gone {
 		return nil
 	}
 	return err

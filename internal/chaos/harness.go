@@ -42,6 +42,8 @@ type load struct {
 	maxDelay    time.Duration
 	failShare   float64 // share of jobs that fail once (planned retry)
 	discards    int     // jobs that discard themselves
+	groupShare  float64 // share of jobs, neither delayed nor unique, in a FIFO group
+	groups      int     // FIFO groups they are spread over
 	drainFor    time.Duration
 }
 
@@ -217,16 +219,19 @@ func (e *env) read(w *workerProc, out io.Reader) {
 		switch {
 		case f[0] == "READY":
 			readyOnce.Do(func() { close(w.ready) })
-		case f[0] == "S" && len(f) == 7:
+		case f[0] == "S" && len(f) == 8:
 			ms, _ := strconv.ParseInt(f[2], 10, 64)
 			seq, _ := strconv.Atoi(f[4])
 			rec, _ := strconv.Atoi(f[5])
 			att, _ := strconv.Atoi(f[6])
-			e.rec.start(&runRec{inc: w.inc, r: n, startMs: ms, start: now, id: f[3], seq: seq, rec: rec, att: att})
-		case f[0] == "D":
-			e.rec.update(w.inc, n, func(r *runRec) { r.done = true })
-		case f[0] == "E":
-			e.rec.update(w.inc, n, func(r *runRec) { r.failed = true })
+			ns, _ := strconv.ParseInt(f[7], 10, 64)
+			e.rec.start(&runRec{inc: w.inc, r: n, startMs: ms, startNs: ns, start: now, id: f[3], seq: seq, rec: rec, att: att})
+		case f[0] == "D" && len(f) == 3:
+			ns, _ := strconv.ParseInt(f[2], 10, 64)
+			e.rec.update(w.inc, n, func(r *runRec) { r.done, r.endNs = true, ns })
+		case f[0] == "E" && len(f) == 3:
+			ns, _ := strconv.ParseInt(f[2], 10, 64)
+			e.rec.update(w.inc, n, func(r *runRec) { r.failed, r.endNs = true, ns })
 		case f[0] == "F" && len(f) == 3:
 			e.rec.update(w.inc, n, func(r *runRec) { r.outcome, r.finish = f[2], now })
 		}
@@ -463,11 +468,17 @@ func (e *env) call(ctx context.Context, c *conveyor.Client, rng *rand.Rand, limi
 		if seq >= l.longJobs && seq < l.longJobs+l.discards {
 			p.discard, a.Discard = true, true
 		}
+		reqs[i] = conveyor.Request{Kind: jobKind, Args: a}
+		if l.groups > 0 && rng.Float64() < l.groupShare {
+			p.group = "g" + strconv.Itoa(rng.IntN(l.groups))
+			reqs[i].Opts = &conveyor.EnqueueOptions{Group: p.group}
+		}
 		e.rec.addPlan(seq, p)
 		rec.seqs = append(rec.seqs, seq)
-		reqs[i] = conveyor.Request{Kind: jobKind, Args: a}
 	}
-	if n == 1 && rng.Float64() < l.delayShare {
+	// A single job in a group is neither delayed nor unique.
+	single := n == 1 && reqs[0].Opts == nil
+	if single && rng.Float64() < l.delayShare {
 		rec.delay = time.Duration(1+rng.Int64N(int64(l.maxDelay))) / time.Millisecond * time.Millisecond
 		opts := &conveyor.EnqueueOptions{Delay: rec.delay}
 		if rng.IntN(2) == 0 {
@@ -476,7 +487,7 @@ func (e *env) call(ctx context.Context, c *conveyor.Client, rng *rand.Rand, limi
 			opts.UniqueKey, opts.UniqueFor = "u"+strconv.Itoa(first), time.Minute
 		}
 		reqs[0].Opts = opts
-	} else if n == 1 && rng.IntN(10) == 0 {
+	} else if single && rng.IntN(10) == 0 {
 		reqs[0].Opts = &conveyor.EnqueueOptions{UniqueKey: "u" + strconv.Itoa(first), UniqueFor: time.Minute}
 	}
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
@@ -494,7 +505,8 @@ func (e *env) call(ctx context.Context, c *conveyor.Client, rng *rand.Rand, limi
 	return err
 }
 
-// queueState reads what the queue holds, directly from its keys.
+// queueState reads what the queue holds (ready, in flight, delayed, waiting
+// in a group), directly from its keys.
 func (e *env) queueState(ctx context.Context) (left, dead int64, err error) {
 	k := keys.Queue(e.prefix, e.queue)
 	p := e.admin.Pipeline()
@@ -505,7 +517,8 @@ func (e *env) queueState(ctx context.Context) (left, dead int64, err error) {
 	case "stream":
 		cmds = append(cmds, p.XLen(ctx, k.Part("stream")))
 	}
-	cmds = append(cmds, p.ZCard(ctx, k.Part("delayed")))
+	// Jobs waiting their turn in a FIFO group (internal/groups).
+	cmds = append(cmds, p.ZCard(ctx, k.Part("delayed")), p.HLen(ctx, k.Part("group_msgs")))
 	deadCmd := p.LLen(ctx, k.Part("dead"))
 	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return 0, 0, err
@@ -531,6 +544,7 @@ func (e *env) stored(ctx context.Context) string {
 	add(e.admin.ZRange(ctx, k.Part("lease"), 0, -1).Result())
 	add(e.admin.ZRange(ctx, k.Part("delayed"), 0, -1).Result())
 	add(e.admin.HVals(ctx, k.Part("timers")).Result())
+	add(e.admin.HVals(ctx, k.Part("group_msgs")).Result())
 	if xs, err := e.admin.XRange(ctx, k.Part("stream"), "-", "+").Result(); err == nil {
 		for _, x := range xs {
 			b.WriteString(fmt.Sprint(x.Values))

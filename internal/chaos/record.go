@@ -17,6 +17,8 @@ type runRec struct {
 	seq      int
 	rec, att int       // the delivery's Recoveries and Attempt
 	startMs  int64     // when it started, by the worker's clock (the machine's)
+	startNs  int64     // the same, in ns
+	endNs    int64     // when its handler returned, by the worker's clock; 0 if it did not
 	start    time.Time // when the harness read its start
 	done     bool      // the handler returned nil
 	failed   bool      // the handler returned an error
@@ -33,10 +35,12 @@ type callRec struct {
 	delay      time.Duration
 }
 
-// plan is what a job asks its handler to do.
+// plan is what a job asks its handler to do, and the FIFO group it was
+// enqueued in ("" for none).
 type plan struct {
 	fail    int
 	discard bool
+	group   string
 }
 
 // incRec is one worker process.

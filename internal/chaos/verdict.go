@@ -9,7 +9,7 @@ import (
 
 // endState is what Redis held when the harness stopped waiting.
 type endState struct {
-	left      int64    // ready + in flight + delayed
+	left      int64    // ready + in flight + delayed + waiting in a group
 	stored    string   // what they hold, when left > 0 (job IDs are looked up in it)
 	discarded int64    // records in the discard list
 	reasons   []string // a few discard reasons
@@ -48,6 +48,9 @@ type verdict struct {
 	lateMax                   time.Duration
 	workerExits               int // worker processes that exited on their own
 	enqErrors                 int
+	grouped                   int // jobs enqueued in a FIFO group that ran
+	groupOverlaps             int // pairs of runs of two jobs of one group that ran at once
+	groupOutOfOrder           int // pairs of jobs of one group that started against enqueue order
 	expectDiscards            int
 	recovery                  time.Duration // -1: no fault to recover from
 	took                      time.Duration // the whole run
@@ -219,8 +222,85 @@ func judge(r *recorder, ru rules, end endState) *verdict {
 			note("worker incarnation %d did not stop cleanly (%v): %s", n, inc.exitErr, strings.Join(inc.lastLogs, " | "))
 		}
 	}
+	judgeGroups(r, bySeq, v, note)
 	v.recovery = recoveryTime(r, bySeq, category)
 	return v
+}
+
+// judgeGroups checks the promise of FIFO groups (docs/ordering.md): the
+// jobs of one group run one at a time, in enqueue order. Two runs of two
+// jobs of a group must not overlap, and when one job's Enqueue returned
+// before another's began (or both were in one call, in that order), every
+// run of the first ends before any run of the second starts. Times are the
+// workers' clocks (one machine's): a handler's start and return, or the
+// SIGKILL of a run's worker. A run whose end is unknown (its worker exited
+// on its own) is left out. r.mu is held.
+func judgeGroups(r *recorder, bySeq map[int][]*runRec, v *verdict, note func(string, ...any)) {
+	type job struct {
+		seq        int
+		call       *callRec
+		idx        int // place in its call
+		start, end []int64
+	}
+	byGroup := map[string][]*job{}
+	for _, c := range r.calls {
+		for i, seq := range c.seqs {
+			g := r.plans[seq].group
+			if g == "" || len(bySeq[seq]) == 0 {
+				continue
+			}
+			j := &job{seq: seq, call: c, idx: i}
+			for _, run := range bySeq[seq] {
+				end := run.endNs
+				if inc := r.incs[run.inc]; end == 0 && inc != nil && !inc.killed.IsZero() {
+					end = inc.killed.UnixNano()
+				}
+				if end == 0 {
+					continue
+				}
+				j.start, j.end = append(j.start, run.startNs), append(j.end, end)
+			}
+			byGroup[g] = append(byGroup[g], j)
+			v.grouped++
+		}
+	}
+	before := func(a, b *job) bool {
+		if a.call == b.call {
+			return a.idx < b.idx
+		}
+		return a.call.end.Before(b.call.start)
+	}
+	ms := func(ns int64) float64 { return float64(ns) / 1e6 }
+	for g, jobs := range byGroup {
+		for x, first := range jobs {
+			for _, second := range jobs[x+1:] {
+				a, b := first, second
+				if before(b, a) {
+					a, b = b, a
+				}
+				ordered := before(a, b)
+				overlap, reversed := false, false
+				for i := range a.start {
+					for k := range b.start {
+						if a.start[i] < b.end[k] && b.start[k] < a.end[i] {
+							overlap = true
+							note("group %s: seq %d ran %.1f-%.1f ms, seq %d ran %.1f-%.1f ms: at once", g, a.seq,
+								ms(a.start[i]-a.start[0]), ms(a.end[i]-a.start[0]), b.seq, ms(b.start[k]-a.start[0]), ms(b.end[k]-a.start[0]))
+						} else if ordered && b.start[k] < a.start[i] {
+							reversed = true
+							note("group %s: seq %d was enqueued first, yet seq %d ran %.1f ms before it", g, a.seq, b.seq, ms(a.start[i]-b.start[k]))
+						}
+					}
+				}
+				if overlap {
+					v.groupOverlaps++
+				}
+				if reversed {
+					v.groupOutOfOrder++
+				}
+			}
+		}
+	}
 }
 
 // recoveryTime is the longest time from the end of a fault until work went
@@ -285,6 +365,8 @@ func (v *verdict) failures() []string {
 	add(v.end.discarded != int64(v.expectDiscards), "discarded")
 	add(!v.end.drained, "not drained")
 	add(v.workerExits > 0, "worker_exits")
+	add(v.groupOverlaps > 0, "group_overlap")
+	add(v.groupOutOfOrder > 0, "group_order")
 	return append(f, v.problems...)
 }
 
@@ -330,6 +412,9 @@ func (v *verdict) line() string {
 		fmt.Fprintf(&b, " discarded=%d/%d", v.end.discarded, v.expectDiscards)
 	}
 	opt("worker_exits", int64(v.workerExits))
+	opt("grouped", int64(v.grouped))
+	opt("group_overlap", int64(v.groupOverlaps))
+	opt("group_order", int64(v.groupOutOfOrder))
 	opt("enq_errors", int64(v.enqErrors))
 	opt("unknown_outcome_ran", int64(v.unknownRan))
 	for _, f := range v.facts {

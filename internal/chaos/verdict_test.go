@@ -158,3 +158,53 @@ func TestRefusal(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupsRunOneAtATimeInOrder: jobs of one FIFO group whose runs
+// overlap, or that started against the order their Enqueue calls returned
+// in, fail the verdict; a killed run ends at its kill.
+func TestGroupsRunOneAtATimeInOrder(t *testing.T) {
+	type span struct{ seq, inc, from, to int } // ms; to < 0: no return (killed at -to)
+	cases := []struct {
+		name             string
+		runs             []span
+		overlap, reorder int
+	}{
+		{"one at a time, in order", []span{{0, 1, 0, 10}, {1, 1, 12, 20}, {2, 2, 25, 30}}, 0, 0},
+		{"at once", []span{{0, 1, 0, 10}, {1, 2, 5, 20}, {2, 2, 25, 30}}, 1, 0},
+		{"against enqueue order", []span{{0, 1, 6, 10}, {1, 2, 0, 4}, {2, 2, 25, 30}}, 0, 1},
+		{"a run killed before the next started", []span{{0, 1, 0, -10}, {0, 2, 12, 15}, {1, 2, 16, 20}, {2, 2, 25, 30}}, 0, 0},
+		{"the next started before the kill", []span{{0, 1, 0, -10}, {0, 2, 12, 15}, {1, 2, 8, 20}, {2, 2, 25, 30}}, 1, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBook()
+			for seq := 0; seq < 3; seq++ {
+				at := b.t0.Add(time.Duration(seq) * time.Millisecond)
+				b.r.addCall(&callRec{seqs: []int{seq}, ids: []string{string(rune('a' + seq))}, start: at, end: at.Add(time.Millisecond / 2)})
+				b.r.addPlan(seq, plan{group: "g"})
+			}
+			ns := func(ms int) int64 { return b.t0.Add(time.Duration(ms) * time.Millisecond).UnixNano() }
+			for _, s := range tc.runs {
+				b.runs++
+				b.r.inc(s.inc)
+				run := &runRec{inc: s.inc, r: b.runs, id: string(rune('a' + s.seq)), seq: s.seq, startNs: ns(s.from),
+					start: b.t0.Add(time.Duration(s.from) * time.Millisecond), done: true, outcome: "acked"}
+				if s.to >= 0 {
+					run.endNs = ns(s.to)
+				} else {
+					run.done, run.outcome = false, ""
+					b.r.inc(s.inc).killed = time.Unix(0, ns(-s.to))
+				}
+				b.r.start(run)
+			}
+			v := judge(b.r, rules{explains: map[string]bool{"kill": true}}, drained)
+			if v.grouped != 3 || v.groupOverlaps != tc.overlap || v.groupOutOfOrder != tc.reorder {
+				t.Fatalf("grouped %d, overlaps %d, out of order %d; want 3, %d, %d (notes %q)", v.grouped, v.groupOverlaps, v.groupOutOfOrder, tc.overlap, tc.reorder, v.notes)
+			}
+			failing := strings.Contains(v.line(), "group_overlap") || strings.Contains(v.line(), "group_order")
+			if failing != (tc.overlap+tc.reorder > 0) {
+				t.Fatalf("line %q", v.line())
+			}
+		})
+	}
+}

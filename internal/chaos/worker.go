@@ -98,9 +98,9 @@ func (w *eventWriter) emit(format string, args ...any) {
 // reports every run on stdout:
 //
 //	READY                                 the pool is about to run
-//	S <run> <unix ms> <id> <seq> <recoveries> <attempt>   a handler run starts
-//	D <run>                               it returned nil
-//	E <run>                               it returned an error
+//	S <run> <unix ms> <id> <seq> <recoveries> <attempt> <unix ns>   a handler run starts
+//	D <run> <unix ns>                     it returned nil
+//	E <run> <unix ns>                     it returned an error
 //	F <run> <outcome>                     the pool is done with it (OnFinish)
 //
 // It runs until its stdin closes (the harness stops it) or it is killed.
@@ -137,25 +137,26 @@ func runWorker(args []string) error {
 	mux := worker.NewMux()
 	worker.HandleJSON(mux, jobKind, func(ctx context.Context, job *conveyor.Job, a jobArgs) error {
 		r := runs.Add(1)
-		ev.emit("S %d %d %s %d %d %d", r, time.Now().UnixMilli(), job.ID, a.Seq, job.Recoveries, job.Retries)
+		now := time.Now()
+		ev.emit("S %d %d %s %d %d %d %d", r, now.UnixMilli(), job.ID, a.Seq, job.Recoveries, job.Retries, now.UnixNano())
 		job.OnFinish(func(s conveyor.Settlement) { ev.emit("F %d %s", r, s.Outcome) })
 		t := time.NewTimer(time.Duration(a.Ms) * time.Millisecond)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			ev.emit("E %d", r)
+			ev.emit("E %d %d", r, time.Now().UnixNano())
 			return context.Cause(ctx)
 		}
 		switch {
 		case job.Retries < a.Fail:
-			ev.emit("E %d", r)
+			ev.emit("E %d %d", r, time.Now().UnixNano())
 			return errors.New("chaos: planned failure")
 		case a.Discard:
-			ev.emit("E %d", r)
+			ev.emit("E %d %d", r, time.Now().UnixNano())
 			return conveyor.SkipRetry(errors.New("chaos: planned discard"))
 		}
-		ev.emit("D %d", r)
+		ev.emit("D %d %d", r, time.Now().UnixNano())
 		return nil
 	})
 	pool, err := worker.NewPool(d, mux, &worker.Config{

@@ -42,7 +42,7 @@ type load struct {
 	maxDelay    time.Duration
 	failShare   float64 // share of jobs that fail once (planned retry)
 	discards    int     // jobs that discard themselves
-	groupShare  float64 // share of jobs, neither delayed nor unique, in a FIFO group
+	groupShare  float64 // share of jobs put in a FIFO group (never delayed nor unique)
 	groups      int     // FIFO groups they are spread over
 	drainFor    time.Duration
 }
@@ -529,8 +529,8 @@ func (e *env) queueState(ctx context.Context) (left, dead int64, err error) {
 	return left, deadCmd.Val(), nil
 }
 
-// stored returns what the queue holds, ready, in flight and delayed, as one
-// text: the harness looks job IDs up in it.
+// stored returns what the queue holds, ready, in flight, delayed and
+// waiting in a group, as one text: the harness looks job IDs up in it.
 func (e *env) stored(ctx context.Context) string {
 	k := keys.Queue(e.prefix, e.queue)
 	var b strings.Builder
@@ -555,7 +555,8 @@ func (e *env) stored(ctx context.Context) string {
 }
 
 // drain waits until every job whose Enqueue returned nil has run to its end
-// and the queue holds nothing (ready, in flight or delayed), polling Redis,
+// and the queue holds nothing (ready, in flight, delayed or waiting in a
+// group), polling Redis,
 // for at most load.drainFor. Then it stops the workers.
 func (e *env) drain(ctx context.Context) endState {
 	began := time.Now()

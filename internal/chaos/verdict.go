@@ -228,19 +228,21 @@ func judge(r *recorder, ru rules, end endState) *verdict {
 }
 
 // judgeGroups checks the promise of FIFO groups (docs/ordering.md): the
-// jobs of one group run one at a time, in enqueue order. Two runs of two
-// jobs of a group must not overlap, and when one job's Enqueue returned
-// before another's began (or both were in one call, in that order), every
-// run of the first ends before any run of the second starts. Times are the
-// workers' clocks (one machine's): a handler's start and return, or the
-// SIGKILL of a run's worker. A run whose end is unknown (its worker exited
-// on its own) is left out. r.mu is held.
+// jobs of one group run one at a time, in enqueue order, and a job holds
+// its group from its first run to the end of its last (a planned retry's
+// backoff, a lease recovered after a kill). So the spans of two jobs of a
+// group (first start to last end) must not interleave, and when one job's
+// Enqueue returned nil before another's began (or both were in one call
+// that returned nil, in that order), the first job's span comes first.
+// Times are the workers' clocks (one machine's): a handler's start and
+// return, or the SIGKILL of a run's worker; a run whose end is unknown
+// (its worker exited on its own) counts by its start. r.mu is held.
 func judgeGroups(r *recorder, bySeq map[int][]*runRec, v *verdict, note func(string, ...any)) {
 	type job struct {
 		seq        int
 		call       *callRec
-		idx        int // place in its call
-		start, end []int64
+		idx        int   // place in its call
+		start, end int64 // its span
 	}
 	byGroup := map[string][]*job{}
 	for _, c := range r.calls {
@@ -255,16 +257,22 @@ func judgeGroups(r *recorder, bySeq map[int][]*runRec, v *verdict, note func(str
 				if inc := r.incs[run.inc]; end == 0 && inc != nil && !inc.killed.IsZero() {
 					end = inc.killed.UnixNano()
 				}
-				if end == 0 {
-					continue
+				end = max(end, run.startNs)
+				if j.start == 0 || run.startNs < j.start {
+					j.start = run.startNs
 				}
-				j.start, j.end = append(j.start, run.startNs), append(j.end, end)
+				j.end = max(j.end, end)
 			}
 			byGroup[g] = append(byGroup[g], j)
 			v.grouped++
 		}
 	}
+	// before reports whether a was stored ahead of b for sure: a call that
+	// returned an error may have stored its jobs later than it returned.
 	before := func(a, b *job) bool {
+		if a.call.err != nil {
+			return false
+		}
 		if a.call == b.call {
 			return a.idx < b.idx
 		}
@@ -275,28 +283,16 @@ func judgeGroups(r *recorder, bySeq map[int][]*runRec, v *verdict, note func(str
 		for x, first := range jobs {
 			for _, second := range jobs[x+1:] {
 				a, b := first, second
-				if before(b, a) {
-					a, b = b, a
+				if b.start < a.start {
+					a, b = b, a // a started first
 				}
-				ordered := before(a, b)
-				overlap, reversed := false, false
-				for i := range a.start {
-					for k := range b.start {
-						if a.start[i] < b.end[k] && b.start[k] < a.end[i] {
-							overlap = true
-							note("group %s: seq %d ran %.1f-%.1f ms, seq %d ran %.1f-%.1f ms: at once", g, a.seq,
-								ms(a.start[i]-a.start[0]), ms(a.end[i]-a.start[0]), b.seq, ms(b.start[k]-a.start[0]), ms(b.end[k]-a.start[0]))
-						} else if ordered && b.start[k] < a.start[i] {
-							reversed = true
-							note("group %s: seq %d was enqueued first, yet seq %d ran %.1f ms before it", g, a.seq, b.seq, ms(a.start[i]-b.start[k]))
-						}
-					}
-				}
-				if overlap {
+				switch {
+				case b.start < a.end:
 					v.groupOverlaps++
-				}
-				if reversed {
+					note("group %s: seq %d ran from %.1f to %.1f ms, seq %d started at %.1f ms: at once", g, a.seq, 0.0, ms(a.end-a.start), b.seq, ms(b.start-a.start))
+				case before(b, a):
 					v.groupOutOfOrder++
+					note("group %s: seq %d was enqueued first, yet seq %d ran %.1f ms before it", g, b.seq, a.seq, ms(b.start-a.start))
 				}
 			}
 		}

@@ -160,27 +160,35 @@ func TestRefusal(t *testing.T) {
 }
 
 // TestGroupsRunOneAtATimeInOrder: jobs of one FIFO group whose runs
-// overlap, or that started against the order their Enqueue calls returned
-// in, fail the verdict; a killed run ends at its kill.
+// overlap or interleave (one ran during another's retry), or that started
+// against the order their Enqueue calls returned nil in, fail the verdict;
+// a killed run ends at its kill.
 func TestGroupsRunOneAtATimeInOrder(t *testing.T) {
 	type span struct{ seq, inc, from, to int } // ms; to < 0: no return (killed at -to)
 	cases := []struct {
 		name             string
 		runs             []span
+		failedCall       int // the seq whose call returned an error, or -1
 		overlap, reorder int
 	}{
-		{"one at a time, in order", []span{{0, 1, 0, 10}, {1, 1, 12, 20}, {2, 2, 25, 30}}, 0, 0},
-		{"at once", []span{{0, 1, 0, 10}, {1, 2, 5, 20}, {2, 2, 25, 30}}, 1, 0},
-		{"against enqueue order", []span{{0, 1, 6, 10}, {1, 2, 0, 4}, {2, 2, 25, 30}}, 0, 1},
-		{"a run killed before the next started", []span{{0, 1, 0, -10}, {0, 2, 12, 15}, {1, 2, 16, 20}, {2, 2, 25, 30}}, 0, 0},
-		{"the next started before the kill", []span{{0, 1, 0, -10}, {0, 2, 12, 15}, {1, 2, 8, 20}, {2, 2, 25, 30}}, 1, 0},
+		{"one at a time, in order", []span{{0, 1, 0, 10}, {1, 1, 12, 20}, {2, 2, 25, 30}}, -1, 0, 0},
+		{"at once", []span{{0, 1, 0, 10}, {1, 2, 5, 20}, {2, 2, 25, 30}}, -1, 1, 0},
+		{"during another's retry", []span{{0, 1, 0, 5}, {1, 2, 8, 12}, {0, 1, 20, 24}, {2, 2, 25, 30}}, -1, 1, 0},
+		{"against enqueue order", []span{{0, 1, 6, 10}, {1, 2, 0, 4}, {2, 2, 25, 30}}, -1, 0, 1},
+		{"against the order of a call that failed", []span{{0, 1, 6, 10}, {1, 2, 0, 4}, {2, 2, 25, 30}}, 0, 0, 0},
+		{"a run killed before the next started", []span{{0, 1, 0, -10}, {0, 2, 12, 15}, {1, 2, 16, 20}, {2, 2, 25, 30}}, -1, 0, 0},
+		{"the next started before the kill", []span{{0, 1, 0, -10}, {0, 2, 12, 15}, {1, 2, 8, 20}, {2, 2, 25, 30}}, -1, 1, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newBook()
 			for seq := 0; seq < 3; seq++ {
 				at := b.t0.Add(time.Duration(seq) * time.Millisecond)
-				b.r.addCall(&callRec{seqs: []int{seq}, ids: []string{string(rune('a' + seq))}, start: at, end: at.Add(time.Millisecond / 2)})
+				c := &callRec{seqs: []int{seq}, ids: []string{string(rune('a' + seq))}, start: at, end: at.Add(time.Millisecond / 2)}
+				if seq == tc.failedCall {
+					c.ids, c.err = nil, errors.New("i/o timeout")
+				}
+				b.r.addCall(c)
 				b.r.addPlan(seq, plan{group: "g"})
 			}
 			ns := func(ms int) int64 { return b.t0.Add(time.Duration(ms) * time.Millisecond).UnixNano() }

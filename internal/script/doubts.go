@@ -45,11 +45,14 @@ func (d *Doubts) Note(receipt string, err error) {
 // without anyone taking it over (gone), and an earlier settle of the
 // delivery was sent without an answer: that earlier settle landed.
 //
-// Only the script's verdict on the lease resolves the doubt. A settle that
-// did not run says nothing about the earlier one, so its doubt stays for
+// Only the script's verdict on the lease resolves the doubt. A try that
+// gets none says nothing about the earlier settle, so its doubt stays for
 // the next try: one whose connection could not be made (Redis down), one
-// Redis refused before running it (LOADING while it restarts, BUSY, a
-// missing permission), one whose outcome is unknown again.
+// Redis refused without running it (LOADING while it restarts, BUSY), one
+// whose outcome is unknown again, or an error a script raised part way (a
+// command its user may not run). Keeping the doubt is safe there too: a
+// later try finds the lease gone with no takeover only when a settle of
+// this delivery ended it.
 func (d *Doubts) Resolve(receipt string, gone bool, err error) error {
 	if !errors.Is(err, broker.ErrLeaseLost) {
 		// nil: settled now, so the earlier settle did not land; a doubt

@@ -3,6 +3,7 @@ package conveyor_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -64,51 +65,69 @@ func isOOM(err error) bool { return err != nil && strings.Contains(err.Error(), 
 func TestFullRedisDrains(t *testing.T) {
 	t.Parallel()
 	for _, drv := range drivertest.Durable {
-		t.Run(drv.Name, func(t *testing.T) {
-			t.Parallel()
-			rdb, d, c := ownServer(t, drv)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			payload := bytes.Repeat([]byte("x"), 2000)
-			const n = 600
-			reqs := make([]conveyor.Request, 100)
-			for i := range reqs {
-				reqs[i] = conveyor.Request{Kind: "k", Args: payload}
+		for _, limit := range []int{0, 30} {
+			t.Run(fmt.Sprintf("%s/limit=%d", drv.Name, limit), func(t *testing.T) {
+				t.Parallel()
+				testFullRedisDrains(t, drv, limit)
+			})
+		}
+	}
+}
+
+// testFullRedisDrains is TestFullRedisDrains on drv, with a concurrency
+// limit of limit on the queue (0: none), set before Redis fills: a fetch
+// then takes slots and parks what is over the limit, which writes.
+func testFullRedisDrains(t *testing.T, drv drivertest.Driver, limit int) {
+	rdb, d, c := ownServer(t, drv)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if limit > 0 {
+		insp, err := conveyor.NewInspector(d, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := insp.SetLimit(ctx, "default", "", limit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	payload := bytes.Repeat([]byte("x"), 2000)
+	const n = 600
+	reqs := make([]conveyor.Request, 100)
+	for i := range reqs {
+		reqs[i] = conveyor.Request{Kind: "k", Args: payload}
+	}
+	for range n / len(reqs) {
+		if _, err := c.EnqueueMany(ctx, reqs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fillUp(t, rdb, 0)
+	if _, err := c.Enqueue(ctx, "k", payload, nil); !isOOM(err) {
+		t.Fatalf("Enqueue on a full Redis: %v, want an OOM error", err)
+	}
+	cons, err := d.Open(ctx, "default", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close(ctx)
+	seen := map[string]bool{}
+	for len(seen) < n {
+		ds, err := cons.Fetch(ctx, 50)
+		if err != nil {
+			t.Fatalf("fetch after %d jobs: %v", len(seen), err)
+		}
+		for _, dl := range ds {
+			if seen[dl.ID] {
+				t.Fatalf("job %s delivered twice", dl.ID)
 			}
-			for range n / len(reqs) {
-				if _, err := c.EnqueueMany(ctx, reqs...); err != nil {
-					t.Fatal(err)
-				}
-			}
-			fillUp(t, rdb, 0)
-			if _, err := c.Enqueue(ctx, "k", payload, nil); !isOOM(err) {
-				t.Fatalf("Enqueue on a full Redis: %v, want an OOM error", err)
-			}
-			cons, err := d.Open(ctx, "default", nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cons.Close(ctx)
-			seen := map[string]bool{}
-			for len(seen) < n {
-				ds, err := cons.Fetch(ctx, 50)
-				if err != nil {
-					t.Fatalf("fetch after %d jobs: %v", len(seen), err)
-				}
-				for _, dl := range ds {
-					if seen[dl.ID] {
-						t.Fatalf("job %s delivered twice", dl.ID)
-					}
-					seen[dl.ID] = true
-				}
-				if err := cons.Ack(ctx, ds...); err != nil {
-					t.Fatalf("ack on a full Redis after %d jobs: %v", len(seen), err)
-				}
-			}
-			if left, err := drv.ReadyLen(ctx, rdb, "full", "default"); err != nil || left != 0 {
-				t.Fatalf("ready after draining: %d, %v", left, err)
-			}
-		})
+			seen[dl.ID] = true
+		}
+		if err := cons.Ack(ctx, ds...); err != nil {
+			t.Fatalf("ack on a full Redis after %d jobs: %v", len(seen), err)
+		}
+	}
+	if left, err := drv.ReadyLen(ctx, rdb, "full", "default"); err != nil || left != 0 {
+		t.Fatalf("ready after draining: %d, %v", left, err)
 	}
 }
 

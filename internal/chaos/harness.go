@@ -44,6 +44,7 @@ type load struct {
 	discards    int     // jobs that discard themselves
 	groupShare  float64 // share of jobs put in a FIFO group (never delayed nor unique)
 	groups      int     // FIFO groups they are spread over
+	limit       int     // a fleet-wide concurrency limit on the queue (0: none), under workers x concurrency
 	drainFor    time.Duration
 }
 
@@ -124,7 +125,27 @@ func (h *harness) newEnv(ctx context.Context, name, driver string, l load, serve
 		prodTo: srv.Addr(), workTo: srv.Addr(), prefix: "chaos", queue: "q",
 		load: l, rec: newRecorder(), workers: map[int]*workerProc{}, began: began,
 	}
+	if l.limit > 0 {
+		if err := e.setLimit(ctx, l.limit); err != nil {
+			e.close()
+			return nil, fmt.Errorf("set the queue's concurrency limit: %w", err)
+		}
+	}
 	return e, nil
+}
+
+// setLimit sets a fleet-wide concurrency limit of n on the run's queue
+// (docs/concurrency.md), as the default user, before anything else runs.
+func (e *env) setLimit(ctx context.Context, n int) error {
+	d, err := newDriver(e.driver, e.admin, e.prefix, nil)
+	if err != nil {
+		return err
+	}
+	insp, err := conveyor.NewInspector(d, nil)
+	if err != nil {
+		return err
+	}
+	return insp.SetLimit(ctx, e.queue, "", n)
 }
 
 // adminClient returns a client for the harness's own reads: direct, never
@@ -506,7 +527,7 @@ func (e *env) call(ctx context.Context, c *conveyor.Client, rng *rand.Rand, limi
 }
 
 // queueState reads what the queue holds (ready, in flight, delayed, waiting
-// in a group), directly from its keys.
+// in a group or for a limit's slot), directly from its keys.
 func (e *env) queueState(ctx context.Context) (left, dead int64, err error) {
 	k := keys.Queue(e.prefix, e.queue)
 	p := e.admin.Pipeline()
@@ -517,8 +538,9 @@ func (e *env) queueState(ctx context.Context) (left, dead int64, err error) {
 	case "stream":
 		cmds = append(cmds, p.XLen(ctx, k.Part("stream")))
 	}
-	// Jobs waiting their turn in a FIFO group (internal/groups).
-	cmds = append(cmds, p.ZCard(ctx, k.Part("delayed")), p.HLen(ctx, k.Part("group_msgs")))
+	// Jobs waiting their turn in a FIFO group (internal/groups) or for a
+	// concurrency limit's slot (internal/limits).
+	cmds = append(cmds, p.ZCard(ctx, k.Part("delayed")), p.HLen(ctx, k.Part("group_msgs")), p.HLen(ctx, k.Part("limit_msgs")))
 	deadCmd := p.LLen(ctx, k.Part("dead"))
 	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return 0, 0, err
@@ -530,7 +552,7 @@ func (e *env) queueState(ctx context.Context) (left, dead int64, err error) {
 }
 
 // stored returns what the queue holds, ready, in flight, delayed and
-// waiting in a group, as one text: the harness looks job IDs up in it.
+// waiting in a group or for a limit's slot, as one text: the harness looks job IDs up in it.
 func (e *env) stored(ctx context.Context) string {
 	k := keys.Queue(e.prefix, e.queue)
 	var b strings.Builder
@@ -545,6 +567,7 @@ func (e *env) stored(ctx context.Context) string {
 	add(e.admin.ZRange(ctx, k.Part("delayed"), 0, -1).Result())
 	add(e.admin.HVals(ctx, k.Part("timers")).Result())
 	add(e.admin.HVals(ctx, k.Part("group_msgs")).Result())
+	add(e.admin.HVals(ctx, k.Part("limit_msgs")).Result())
 	if xs, err := e.admin.XRange(ctx, k.Part("stream"), "-", "+").Result(); err == nil {
 		for _, x := range xs {
 			b.WriteString(fmt.Sprint(x.Values))
@@ -556,7 +579,7 @@ func (e *env) stored(ctx context.Context) string {
 
 // drain waits until every job whose Enqueue returned nil has run to its end
 // and the queue holds nothing (ready, in flight, delayed or waiting in a
-// group), polling Redis,
+// group or for a limit's slot), polling Redis,
 // for at most load.drainFor. Then it stops the workers.
 func (e *env) drain(ctx context.Context) endState {
 	began := time.Now()
@@ -623,7 +646,7 @@ func discardReason(rec string) string {
 // verdict judges the run.
 func (e *env) verdict(ru rules, st endState) *verdict {
 	v := judge(e.rec, ru, st)
-	v.scenario, v.driver = e.name, e.driver
+	v.scenario, v.driver, v.limit = e.name, e.driver, e.load.limit
 	e.mu.Lock()
 	v.facts = append(v.facts, e.facts...)
 	v.problems = append(v.problems, e.probs...)

@@ -18,11 +18,11 @@ func (h *harness) baseLoad() load {
 	if h.short {
 		return load{jobs: 240, produceFor: 1500 * time.Millisecond, workers: 3, concurrency: 4, lease: time.Second,
 			maxMs: 20, manyShare: 0.1, delayShare: 0.1, maxDelay: 800 * time.Millisecond, failShare: 0.03,
-			groupShare: 0.3, groups: 8, drainFor: 15 * time.Second}
+			groupShare: 0.3, groups: 8, limit: 8, drainFor: 15 * time.Second}
 	}
 	return load{jobs: 2000, produceFor: 8 * time.Second, workers: 3, concurrency: 4, lease: 2 * time.Second,
 		maxMs: 30, manyShare: 0.1, delayShare: 0.1, maxDelay: 2 * time.Second, failShare: 0.03,
-		groupShare: 0.3, groups: 16, drainFor: 60 * time.Second}
+		groupShare: 0.3, groups: 16, limit: 8, drainFor: 60 * time.Second}
 }
 
 // failed returns a verdict for a run that could not be carried out.

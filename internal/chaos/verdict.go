@@ -51,6 +51,7 @@ type verdict struct {
 	grouped                   int // jobs enqueued in a FIFO group that ran
 	groupOverlaps             int // pairs of runs of two jobs of one group that ran at once
 	groupOutOfOrder           int // pairs of jobs of one group that started against enqueue order
+	limit, runningMax         int // the queue's concurrency limit (0: none); the most runs at once
 	expectDiscards            int
 	recovery                  time.Duration // -1: no fault to recover from
 	took                      time.Duration // the whole run
@@ -223,6 +224,7 @@ func judge(r *recorder, ru rules, end endState) *verdict {
 		}
 	}
 	judgeGroups(r, bySeq, v, note)
+	v.runningMax = mostAtOnce(r)
 	v.recovery = recoveryTime(r, bySeq, category)
 	return v
 }
@@ -299,6 +301,42 @@ func judgeGroups(r *recorder, bySeq map[int][]*runRec, v *verdict, note func(str
 	}
 }
 
+// mostAtOnce returns the most handler runs that ran at once, by the
+// workers' clocks (one machine's): from a run's start to its handler's
+// return, or to the SIGKILL of its worker; a run whose end is unknown
+// (its worker exited on its own) is left out. r.mu is held.
+func mostAtOnce(r *recorder) int {
+	type edge struct {
+		at    int64
+		delta int
+	}
+	var edges []edge
+	for _, run := range r.order {
+		end := run.endNs
+		if inc := r.incs[run.inc]; end == 0 && inc != nil && !inc.killed.IsZero() {
+			end = inc.killed.UnixNano()
+		}
+		if end == 0 {
+			continue
+		}
+		edges = append(edges, edge{run.startNs, 1}, edge{max(end, run.startNs), -1})
+	}
+	// At one instant an end comes before a start: a slot given back is
+	// taken again.
+	sort.Slice(edges, func(i, j int) bool {
+		if edges[i].at != edges[j].at {
+			return edges[i].at < edges[j].at
+		}
+		return edges[i].delta < edges[j].delta
+	})
+	n, most := 0, 0
+	for _, e := range edges {
+		n += e.delta
+		most = max(most, n)
+	}
+	return most
+}
+
 // recoveryTime is the longest time from the end of a fault until work went
 // on: for a worker kill, until every job the killed worker was running had
 // started again elsewhere; for other faults, until the next ack. r.mu is
@@ -363,6 +401,7 @@ func (v *verdict) failures() []string {
 	add(v.workerExits > 0, "worker_exits")
 	add(v.groupOverlaps > 0, "group_overlap")
 	add(v.groupOutOfOrder > 0, "group_order")
+	add(v.limit > 0 && v.runningMax > v.limit, "over_limit")
 	return append(f, v.problems...)
 }
 
@@ -411,6 +450,9 @@ func (v *verdict) line() string {
 	opt("grouped", int64(v.grouped))
 	opt("group_overlap", int64(v.groupOverlaps))
 	opt("group_order", int64(v.groupOutOfOrder))
+	if v.limit > 0 {
+		fmt.Fprintf(&b, " running_max=%d/%d", v.runningMax, v.limit)
+	}
 	opt("enq_errors", int64(v.enqErrors))
 	opt("unknown_outcome_ran", int64(v.unknownRan))
 	for _, f := range v.facts {

@@ -216,3 +216,35 @@ func TestGroupsRunOneAtATimeInOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestOverLimit: more runs at once than the queue's concurrency limit fail
+// the verdict; a run that ends as another starts does not overlap it, and a
+// killed run ends at its kill.
+func TestOverLimit(t *testing.T) {
+	b := newBook()
+	spans := [][3]int{{0, 0, 10}, {1, 10, 20}, {2, 5, -12}, {3, 13, 30}} // seq, from, to (ms; -to: killed)
+	for i, sp := range spans {
+		b.r.addCall(&callRec{seqs: []int{sp[0]}, ids: []string{string(rune('a' + i))}, start: b.t0, end: b.t0})
+		inc := i + 1
+		b.r.inc(inc)
+		run := &runRec{inc: inc, r: i + 1, id: string(rune('a' + i)), seq: sp[0], startNs: b.t0.Add(time.Duration(sp[1]) * time.Millisecond).UnixNano(),
+			start: b.t0, done: true, outcome: "acked"}
+		if sp[2] >= 0 {
+			run.endNs = b.t0.Add(time.Duration(sp[2]) * time.Millisecond).UnixNano()
+		} else {
+			run.done, run.outcome = false, ""
+			b.r.inc(inc).killed = b.t0.Add(time.Duration(-sp[2]) * time.Millisecond)
+		}
+		b.r.start(run)
+	}
+	v := judge(b.r, rules{explains: map[string]bool{"kill": true}}, drained)
+	if v.runningMax != 2 {
+		t.Fatalf("most at once %d, want 2 (0-10 and 5-12, then 10-20 and 5-12, then 13-30 and 10-20)", v.runningMax)
+	}
+	for limit, over := range map[int]bool{1: true, 2: false} {
+		v.limit = limit
+		if got := strings.Contains(v.line(), "over_limit"); got != over {
+			t.Fatalf("limit %d: line %q", limit, v.line())
+		}
+	}
+}

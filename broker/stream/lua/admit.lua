@@ -39,7 +39,7 @@
 -- as cancelled, or no longer pending for this consumer with count 1; empty
 -- when all are to be handed out (always, when the queue has no limits).
 -- Bounded: the caller sends at most 1000 entry IDs; one ranged XPENDING
--- and one XRANGE of them, one ZMSCORE when a delivery of the queue is
+-- and one XRANGE of them, one XCLAIM of one entry, one ZMSCORE when a delivery of the queue is
 -- marked, limit_take's few commands, one XADD per job let in.
 
 local stream, group, me = KEYS[1], ARGV[1], ARGV[2]
@@ -77,6 +77,16 @@ if next(mine) then
     end
   end
 end
+-- On a full Redis (maxmemory, noeviction) Redis refuses a script whose
+-- first write may take memory (HSET, XADD, ...) and lets one whose first
+-- write is another kind go on to the end. Restarting the lease of the
+-- first entry found (XCLAIM ... JUSTID counts no delivery; the entry was
+-- read a moment ago) is such a first write, so that a full queue with
+-- limits still drains.
+if #ids > 0 then
+  redis.call('XCLAIM', stream, group, me, 0, ids[1], 'JUSTID')
+end
+
 -- found: the entries to admit; everything else read is not handed out.
 local found = {}
 for i = 1, #ids do

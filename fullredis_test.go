@@ -13,6 +13,7 @@ import (
 
 	"github.com/conveyorq/conveyor"
 	"github.com/conveyorq/conveyor/broker"
+	"github.com/conveyorq/conveyor/broker/brokertest"
 	"github.com/conveyorq/conveyor/internal/drivertest"
 	"github.com/conveyorq/conveyor/internal/redistest"
 )
@@ -57,6 +58,22 @@ func ownServer(t *testing.T, drv drivertest.Driver) (*redis.Client, broker.Drive
 }
 
 func isOOM(err error) bool { return err != nil && strings.Contains(err.Error(), "OOM") }
+
+// onOwnServers runs f in a parallel subtest per durable driver, each on a
+// redis-server of its own (ownServer), with a context of a minute.
+func onOwnServers(t *testing.T, f func(t *testing.T, ctx context.Context, drv drivertest.Driver, rdb *redis.Client, d broker.Driver, c *conveyor.Client)) {
+	t.Helper()
+	t.Parallel()
+	for _, drv := range drivertest.Durable {
+		t.Run(drv.Name, func(t *testing.T) {
+			t.Parallel()
+			rdb, d, c := ownServer(t, drv)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			f(t, ctx, drv, rdb, d, c)
+		})
+	}
+}
 
 // TestFullRedisDrains: on a Redis at its maxmemory with noeviction, new
 // jobs are refused, and workers still fetch and ack every stored job, each
@@ -135,45 +152,82 @@ func testFullRedisDrains(t *testing.T, drv drivertest.Driver, limit int) {
 // EnqueueMany for one queue, the call stores every job or none: a caller
 // told "error" has nothing stored it could not name.
 func TestFullRedisEnqueueManyAllOrNothing(t *testing.T) {
-	t.Parallel()
-	for _, drv := range drivertest.Durable {
-		t.Run(drv.Name, func(t *testing.T) {
-			t.Parallel()
-			rdb, _, c := ownServer(t, drv)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			// Warm up: the scripts loaded and the queue registered.
-			if _, err := c.EnqueueMany(ctx, conveyor.Request{Kind: "k"}); err != nil {
-				t.Fatal(err)
+	onOwnServers(t, func(t *testing.T, ctx context.Context, drv drivertest.Driver, rdb *redis.Client, _ broker.Driver, c *conveyor.Client) {
+		// Warm up: the scripts loaded and the queue registered.
+		if _, err := c.EnqueueMany(ctx, conveyor.Request{Kind: "k"}); err != nil {
+			t.Fatal(err)
+		}
+		fillUp(t, rdb, 2<<20)
+		payload := bytes.Repeat([]byte("x"), 1000)
+		reqs := make([]conveyor.Request, 3000) // about 3 MB: more than the headroom
+		for i := range reqs {
+			reqs[i] = conveyor.Request{Kind: "k", Args: payload}
+		}
+		want, refused := int64(1), 0
+		for call := 0; refused == 0 && call < 10; call++ {
+			_, err := c.EnqueueMany(ctx, reqs...)
+			got, lerr := drv.ReadyLen(ctx, rdb, "full", "default")
+			if lerr != nil {
+				t.Fatal(lerr)
 			}
-			fillUp(t, rdb, 2<<20)
-			payload := bytes.Repeat([]byte("x"), 1000)
-			reqs := make([]conveyor.Request, 3000) // about 3 MB: more than the headroom
-			for i := range reqs {
-				reqs[i] = conveyor.Request{Kind: "k", Args: payload}
+			switch {
+			case err == nil:
+				want += int64(len(reqs))
+			case isOOM(err):
+				refused++
+			default:
+				t.Fatalf("call %d: %v", call, err)
 			}
-			want, refused := int64(1), 0
-			for call := 0; refused == 0 && call < 10; call++ {
-				_, err := c.EnqueueMany(ctx, reqs...)
-				got, lerr := drv.ReadyLen(ctx, rdb, "full", "default")
-				if lerr != nil {
-					t.Fatal(lerr)
-				}
-				switch {
-				case err == nil:
-					want += int64(len(reqs))
-				case isOOM(err):
-					refused++
-				default:
-					t.Fatalf("call %d: %v", call, err)
-				}
-				if got != want {
-					t.Fatalf("call %d returned %v and the queue holds %d jobs, want %d: stored in part", call, err, got, want)
-				}
+			if got != want {
+				t.Fatalf("call %d returned %v and the queue holds %d jobs, want %d: stored in part", call, err, got, want)
 			}
-			if refused == 0 {
-				t.Fatal("Redis never refused a call: the test did not fill it")
-			}
-		})
-	}
+		}
+		if refused == 0 {
+			t.Fatal("Redis never refused a call: the test did not fill it")
+		}
+	})
+}
+
+// TestFullRedisKeepsLeasesAndSettles: on a Redis at its maxmemory with
+// noeviction, a worker's other calls work too: a heartbeat extends its
+// leases (a long job must not lose its lease, run twice and count toward
+// poison because Redis is full), and a retry, a release and a discard
+// settle their jobs. None of them adds memory for good: each moves a job
+// it holds.
+func TestFullRedisKeepsLeasesAndSettles(t *testing.T) {
+	onOwnServers(t, func(t *testing.T, ctx context.Context, _ drivertest.Driver, rdb *redis.Client, d broker.Driver, c *conveyor.Client) {
+		payload := bytes.Repeat([]byte("x"), 2000)
+		reqs := make([]conveyor.Request, 100)
+		for i := range reqs {
+			reqs[i] = conveyor.Request{Kind: "k", Args: payload}
+		}
+		if _, err := c.EnqueueMany(ctx, reqs...); err != nil {
+			t.Fatal(err)
+		}
+		cons, err := d.Open(ctx, "default", &broker.ConsumerOptions{VisibilityTimeout: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cons.Close(ctx)
+		ds := brokertest.FetchN(t, cons, 4, 4, 5*time.Second)
+		fillUp(t, rdb, 0)
+		if _, err := c.Enqueue(ctx, "k", payload, nil); !isOOM(err) {
+			t.Fatalf("Enqueue on a full Redis: %v, want an OOM error", err)
+		}
+		if err := cons.Extend(ctx, time.Minute, ds...); err != nil {
+			t.Fatalf("Extend on a full Redis: %v", err)
+		}
+		if err := cons.Retry(ctx, ds[0], time.Time{}); err != nil {
+			t.Fatalf("Retry on a full Redis: %v", err)
+		}
+		if err := cons.Release(ctx, ds[1]); err != nil {
+			t.Fatalf("Release on a full Redis: %v", err)
+		}
+		if err := cons.Discard(ctx, ds[2], "full"); err != nil {
+			t.Fatalf("Discard on a full Redis: %v", err)
+		}
+		if err := cons.Ack(ctx, ds[3]); err != nil {
+			t.Fatalf("Ack on a full Redis: %v", err)
+		}
+	})
 }

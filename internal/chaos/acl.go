@@ -37,6 +37,8 @@ var aclCommands = map[string][]string{
 		// The record of reclaimed receipts (fetch and reap trim it and let
 		// it expire).
 		"zremrangebyscore", "zremrangebyrank", "pexpire",
+		// The keeper's election renews its lease (internal/elect).
+		"getex",
 		// A lost fetch's hand-back scans the inflight HASH.
 		"hscan",
 		// Discard re-drive and purge, the Inspector, unique keys' and
@@ -53,11 +55,10 @@ var aclCommands = map[string][]string{
 		// reads. Check asks for them, though no chaos pool keeps records.
 		"zpopmin", "zcount", "hsetnx",
 		// FIFO groups (internal/groups): their lines, and the conversion
-		// of lines stored in the older format. Check asks for them, though
-		// no chaos job has a group.
+		// of lines stored in the older format.
 		"zrangebylex", "zrevrangebylex", "zremrangebylex", "hlen",
 		// Concurrency limits (internal/limits): fetch reads them; their
-		// lines. Check asks for them, though no chaos queue has a limit.
+		// lines.
 		"hgetall", "zlexcount",
 		// The queue's history (internal/history), sampled by its keeper.
 		"xadd", "xrevrange",
@@ -69,6 +70,8 @@ var aclCommands = map[string][]string{
 		"hset", "hmget", "hdel", "hincrby", "set", "incrby", "publish",
 		// The record of reclaimed leases (fetch trims it and lets it expire).
 		"zremrangebyscore", "zremrangebyrank", "pexpire",
+		// The keeper's election renews its lease (internal/elect).
+		"getex",
 		// The marks of cancelled jobs, read by extend, requeue and takeovers.
 		"zmscore",
 		"hget", "get", "llen", "lrange", "lpos", "lset", "lrem", "sscan", "xinfo|groups",
@@ -81,11 +84,10 @@ var aclCommands = map[string][]string{
 		// reads. Check asks for them, though no chaos pool keeps records.
 		"zpopmin", "zcount", "hsetnx",
 		// FIFO groups (internal/groups): the job index and their lines,
-		// and the conversion of lines stored in the older format. Check
-		// asks for them, though no chaos job has a group.
+		// and the conversion of lines stored in the older format.
 		"hexists", "zrangebylex", "zrevrangebylex", "zremrangebylex", "hlen",
 		// Concurrency limits (internal/limits): fetch reads them; their
-		// lines. Check asks for them, though no chaos queue has a limit.
+		// lines.
 		"hgetall", "zlexcount",
 	},
 }

@@ -289,25 +289,23 @@ func (e *Election) take(ctx context.Context, key string, ttl time.Duration) (boo
 	return err == nil, err
 }
 
-// renew extends the candidate's lease key by ttl with one SET XX GET, and
-// reports whether the candidate still held it. When the key named another
-// candidate (this one's lease ran out and the other took it), SET has just
-// overwritten it: the other's ID is written back and renew reports false.
-// When the key was gone, nothing is written.
+// renew extends the candidate's lease key by ttl and reports whether it
+// names the candidate, with one GETEX: a write Redis allows on a full
+// Redis (maxmemory, noeviction), where it refuses SET, so that a keeper
+// keeps its seat while Redis is full. GETEX never changes the value: when
+// the key names another candidate (this one's lease ran out and the other
+// took it), its TTL is set to ttl, which the holder's own next renewal
+// sets again, and renew reports false. When the key is gone, nothing is
+// written.
 func (e *Election) renew(ctx context.Context, key string, ttl time.Duration) (bool, error) {
-	prev, err := e.rdb.SetArgs(ctx, key, e.id, redis.SetArgs{Mode: "XX", TTL: ttl, Get: true}).Result()
+	v, err := e.rdb.GetEx(ctx, key, ttl).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return false, nil
 	case err != nil:
 		return false, err
-	case prev == e.id:
-		return true, nil
 	}
-	if err := e.rdb.SetArgs(ctx, key, prev, redis.SetArgs{Mode: "XX", TTL: ttl}).Err(); err != nil && !errors.Is(err, redis.Nil) {
-		return false, err
-	}
-	return false, nil
+	return v == e.id, nil
 }
 
 // resign gives up the lease of role r, if still held.
@@ -357,7 +355,7 @@ func Needs(lease, heir string) []redischeck.Need {
 	cancel := baton + ":cancel:probe"
 	return []redischeck.Need{
 		redischeck.Key(lease, "SET", lease, "v", "NX", "PX", "1"),
-		redischeck.Key(lease, "SET", lease, "v", "XX", "PX", "1", "GET"),
+		redischeck.Key(lease, "GETEX", lease, "PX", "1"),
 		redischeck.Key(heir, "EXISTS", heir),
 		redischeck.Key(baton, "ZADD", baton, "0", "m"),
 		redischeck.Key(baton, "PEXPIRE", baton, "1"),

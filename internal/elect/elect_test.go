@@ -171,9 +171,49 @@ func TestRenewNeverTakesAnothersLease(t *testing.T) {
 	if v, err := c.Get(ctx, f.cfg.Lease).Result(); err != nil || v != "b" {
 		t.Fatalf("lease holds %q, %v; want b's, untouched", v, err)
 	}
-	// a's renewal overwrote b's lease before it saw b's ID and wrote it
-	// back, with a's TTL: b's own next renewal restores its own.
+	// a's renewal left b's ID; it set the key's TTL to a's, which b's own
+	// next renewal sets again.
 	if ttl := c.PTTL(ctx, f.cfg.Lease).Val(); ttl <= 0 {
 		t.Errorf("b's lease has TTL %v; want one", ttl)
+	}
+}
+
+// TestLeaderKeepsItsLeaseOnAFullRedis: on a Redis at its maxmemory with
+// noeviction, which refuses every write that may take memory, the leader
+// goes on renewing its lease (GETEX is allowed) and keeps leading: a
+// queue's keeper must go on promoting timers and handing back expired
+// leases while Redis is full.
+func TestLeaderKeepsItsLeaseOnAFullRedis(t *testing.T) {
+	t.Parallel()
+	f := newField(t)
+	c := redistest.StartServer(t).Client(t)
+	ctx := context.Background()
+	f.start(c, "a")
+	f.next()
+	if err := c.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set(ctx, "probe", "x", 0).Err(); err == nil {
+		t.Fatal("SET on a full Redis succeeded; want an OOM error")
+	}
+	// Renewals seen: the lease's TTL going up. Five of them outlast the
+	// lease's own TTL (750 ms) several times over.
+	renewals, last := 0, c.PTTL(ctx, f.cfg.Lease).Val()
+	redistest.Eventually(t, "five renewals of the leader's lease on a full Redis", func() bool {
+		ttl := c.PTTL(ctx, f.cfg.Lease).Val()
+		if ttl > last {
+			renewals++
+		}
+		last = ttl
+		return renewals >= 5
+	})
+	if f.active.Load() != 1 {
+		t.Fatalf("%d leading; want a, still", f.active.Load())
+	}
+	if v, err := c.Get(ctx, f.cfg.Lease).Result(); err != nil || v != "a" {
+		t.Fatalf("lease holds %q, %v; want a's", v, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -192,8 +193,8 @@ func TestFullRedisEnqueueManyAllOrNothing(t *testing.T) {
 // noeviction, a worker's other calls work too: a heartbeat extends its
 // leases (a long job must not lose its lease, run twice and count toward
 // poison because Redis is full), and a retry, a release and a discard
-// settle their jobs. None of them adds memory for good: each moves a job
-// it holds.
+// settle their jobs, a retry for later included, and a due timer is
+// promoted. None of them adds memory for good: each moves a job.
 func TestFullRedisKeepsLeasesAndSettles(t *testing.T) {
 	onOwnServers(t, func(t *testing.T, ctx context.Context, _ drivertest.Driver, rdb *redis.Client, d broker.Driver, c *conveyor.Client) {
 		payload := bytes.Repeat([]byte("x"), 2000)
@@ -209,7 +210,12 @@ func TestFullRedisKeepsLeasesAndSettles(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer cons.Close(ctx)
-		ds := brokertest.FetchN(t, cons, 4, 4, 5*time.Second)
+		// A timer due at once, promoted once Redis is full.
+		timer, err := c.Enqueue(ctx, "k", payload, &conveyor.EnqueueOptions{Delay: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds := brokertest.FetchN(t, cons, 5, 5, 5*time.Second)
 		fillUp(t, rdb, 0)
 		if _, err := c.Enqueue(ctx, "k", payload, nil); !isOOM(err) {
 			t.Fatalf("Enqueue on a full Redis: %v, want an OOM error", err)
@@ -228,6 +234,21 @@ func TestFullRedisKeepsLeasesAndSettles(t *testing.T) {
 		}
 		if err := cons.Ack(ctx, ds[3]); err != nil {
 			t.Fatalf("Ack on a full Redis: %v", err)
+		}
+		if err := cons.Retry(ctx, ds[4], time.Now().Add(time.Hour)); err != nil {
+			t.Fatalf("Retry later (a timer) on a full Redis: %v", err)
+		}
+		tm := d.(broker.Timers)
+		redistest.Eventually(t, "the due timer promoted on a full Redis", func() bool {
+			p, err := tm.Promote(ctx, "default", 100)
+			if err != nil {
+				t.Fatalf("Promote on a full Redis: %v", err)
+			}
+			return p.Promoted == 1
+		})
+		got := brokertest.Fetch(t, cons, 100, 5*time.Second)
+		if !slices.ContainsFunc(got, func(d *broker.Delivery) bool { return d.ID == timer.ID }) {
+			t.Fatalf("the promoted timer %s was not fetched (got %d deliveries)", timer.ID, len(got))
 		}
 	})
 }

@@ -39,9 +39,13 @@ if #ids > 0 then
       end
     end
   end
-  push_to(target, ARGV[2], ARGV[3], KEYS[4], vs)
+  -- The timers go first: on a full Redis (maxmemory, noeviction) Redis
+  -- refuses a script whose first write may take memory (LPUSH, XADD) and
+  -- lets one whose first write is a ZREM go on to the end, so that due
+  -- timers are still promoted while Redis is full.
   bulk('ZREM', delayed, ids)
   bulk('HDEL', timers, ids)
+  push_to(target, ARGV[2], ARGV[3], KEYS[4], vs)
   n = #vs
 end
 

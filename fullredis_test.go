@@ -76,40 +76,11 @@ func onOwnServers(t *testing.T, f func(t *testing.T, ctx context.Context, drv dr
 	}
 }
 
-// TestFullRedisDrains: on a Redis at its maxmemory with noeviction, new
-// jobs are refused, and workers still fetch and ack every stored job, each
-// once, and the queue ends empty: settling frees memory, so it must not be
-// refused.
-func TestFullRedisDrains(t *testing.T) {
-	t.Parallel()
-	for _, drv := range drivertest.Durable {
-		for _, limit := range []int{0, 30} {
-			t.Run(fmt.Sprintf("%s/limit=%d", drv.Name, limit), func(t *testing.T) {
-				t.Parallel()
-				testFullRedisDrains(t, drv, limit)
-			})
-		}
-	}
-}
-
-// testFullRedisDrains is TestFullRedisDrains on drv, with a concurrency
-// limit of limit on the queue (0: none), set before Redis fills: a fetch
-// then takes slots and parks what is over the limit, which writes.
-func testFullRedisDrains(t *testing.T, drv drivertest.Driver, limit int) {
-	rdb, d, c := ownServer(t, drv)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if limit > 0 {
-		insp, err := conveyor.NewInspector(d, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := insp.SetLimit(ctx, "default", "", limit); err != nil {
-			t.Fatal(err)
-		}
-	}
+// storeJobs stores n jobs (a multiple of 100) of 2,000-byte payloads in
+// the default queue, 100 a call, and returns the payload.
+func storeJobs(t *testing.T, ctx context.Context, c *conveyor.Client, n int) []byte {
+	t.Helper()
 	payload := bytes.Repeat([]byte("x"), 2000)
-	const n = 600
 	reqs := make([]conveyor.Request, 100)
 	for i := range reqs {
 		reqs[i] = conveyor.Request{Kind: "k", Args: payload}
@@ -119,6 +90,39 @@ func testFullRedisDrains(t *testing.T, drv drivertest.Driver, limit int) {
 			t.Fatal(err)
 		}
 	}
+	return payload
+}
+
+// TestFullRedisDrains: on a Redis at its maxmemory with noeviction, new
+// jobs are refused, and workers still fetch and ack every stored job, each
+// once, and the queue ends empty: settling frees memory, so it must not be
+// refused.
+//
+// With a concurrency limit on the queue, set before Redis fills, a fetch
+// also takes slots and parks what is over the limit, which writes.
+func TestFullRedisDrains(t *testing.T) {
+	t.Parallel()
+	for _, limit := range []int{0, 30} {
+		t.Run(fmt.Sprintf("limit=%d", limit), func(t *testing.T) {
+			onOwnServers(t, func(t *testing.T, ctx context.Context, drv drivertest.Driver, rdb *redis.Client, d broker.Driver, c *conveyor.Client) {
+				testFullRedisDrains(t, ctx, drv, rdb, d, c, limit)
+			})
+		})
+	}
+}
+
+func testFullRedisDrains(t *testing.T, ctx context.Context, drv drivertest.Driver, rdb *redis.Client, d broker.Driver, c *conveyor.Client, limit int) {
+	if limit > 0 {
+		insp, err := conveyor.NewInspector(d, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := insp.SetLimit(ctx, "default", "", limit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 600
+	payload := storeJobs(t, ctx, c, n)
 	fillUp(t, rdb, 0)
 	if _, err := c.Enqueue(ctx, "k", payload, nil); !isOOM(err) {
 		t.Fatalf("Enqueue on a full Redis: %v, want an OOM error", err)
@@ -197,14 +201,7 @@ func TestFullRedisEnqueueManyAllOrNothing(t *testing.T) {
 // promoted. None of them adds memory for good: each moves a job.
 func TestFullRedisKeepsLeasesAndSettles(t *testing.T) {
 	onOwnServers(t, func(t *testing.T, ctx context.Context, _ drivertest.Driver, rdb *redis.Client, d broker.Driver, c *conveyor.Client) {
-		payload := bytes.Repeat([]byte("x"), 2000)
-		reqs := make([]conveyor.Request, 100)
-		for i := range reqs {
-			reqs[i] = conveyor.Request{Kind: "k", Args: payload}
-		}
-		if _, err := c.EnqueueMany(ctx, reqs...); err != nil {
-			t.Fatal(err)
-		}
+		payload := storeJobs(t, ctx, c, 100)
 		cons, err := d.Open(ctx, "default", &broker.ConsumerOptions{VisibilityTimeout: time.Minute})
 		if err != nil {
 			t.Fatal(err)

@@ -240,13 +240,12 @@ func (e *env) read(w *workerProc, out io.Reader) {
 		switch {
 		case f[0] == "READY":
 			readyOnce.Do(func() { close(w.ready) })
-		case f[0] == "S" && len(f) == 8:
-			ms, _ := strconv.ParseInt(f[2], 10, 64)
+		case f[0] == "S" && len(f) == 7:
+			ns, _ := strconv.ParseInt(f[2], 10, 64)
 			seq, _ := strconv.Atoi(f[4])
 			rec, _ := strconv.Atoi(f[5])
 			att, _ := strconv.Atoi(f[6])
-			ns, _ := strconv.ParseInt(f[7], 10, 64)
-			e.rec.start(&runRec{inc: w.inc, r: n, startMs: ms, startNs: ns, start: now, id: f[3], seq: seq, rec: rec, att: att})
+			e.rec.start(&runRec{inc: w.inc, r: n, startNs: ns, start: now, id: f[3], seq: seq, rec: rec, att: att})
 		case f[0] == "D" && len(f) == 3:
 			ns, _ := strconv.ParseInt(f[2], 10, 64)
 			e.rec.update(w.inc, n, func(r *runRec) { r.done, r.endNs = true, ns })
@@ -552,7 +551,8 @@ func (e *env) queueState(ctx context.Context) (left, dead int64, err error) {
 }
 
 // stored returns what the queue holds, ready, in flight, delayed and
-// waiting in a group or for a limit's slot, as one text: the harness looks job IDs up in it.
+// waiting in a group or for a limit's slot, as one text: the harness looks
+// job IDs up in it.
 func (e *env) stored(ctx context.Context) string {
 	k := keys.Queue(e.prefix, e.queue)
 	var b strings.Builder
@@ -579,8 +579,8 @@ func (e *env) stored(ctx context.Context) string {
 
 // drain waits until every job whose Enqueue returned nil has run to its end
 // and the queue holds nothing (ready, in flight, delayed or waiting in a
-// group or for a limit's slot), polling Redis,
-// for at most load.drainFor. Then it stops the workers.
+// group or for a limit's slot), polling Redis, for at most load.drainFor.
+// Then it stops the workers.
 func (e *env) drain(ctx context.Context) endState {
 	began := time.Now()
 	deadline := began.Add(e.load.drainFor)

@@ -16,9 +16,8 @@ type runRec struct {
 	id       string
 	seq      int
 	rec, att int       // the delivery's Recoveries and Attempt
-	startMs  int64     // when it started, by the worker's clock (the machine's)
-	startNs  int64     // the same, in ns
-	endNs    int64     // when its handler returned, by the worker's clock; 0 if it did not
+	startNs  int64     // when it started, by the worker's clock (the machine's), unix ns
+	endNs    int64     // when its handler returned, the same; 0 if it did not (see runEnd)
 	start    time.Time // when the harness read its start
 	done     bool      // the handler returned nil
 	failed   bool      // the handler returned an error

@@ -9,7 +9,7 @@ import (
 
 // endState is what Redis held when the harness stopped waiting.
 type endState struct {
-	left      int64    // ready + in flight + delayed + waiting in a group
+	left      int64    // ready + in flight + delayed + waiting in a group or for a limit's slot
 	stored    string   // what they hold, when left > 0 (job IDs are looked up in it)
 	discarded int64    // records in the discard list
 	reasons   []string // a few discard reasons
@@ -205,7 +205,7 @@ func judge(r *recorder, ru rules, end endState) *verdict {
 
 			if c.err == nil && c.delay > 0 && len(runs) > 0 {
 				due := c.start.Add(c.delay)
-				if first := time.UnixMilli(runs[0].startMs); first.Before(due.Add(-time.Millisecond)) {
+				if first := time.Unix(0, runs[0].startNs); first.Before(due.Add(-time.Millisecond)) {
 					v.early++
 					note("seq %d (job %s): Delay %v, ran %v early", seq, runs[0].id, c.delay, due.Sub(first).Round(time.Millisecond))
 				} else if late := first.Sub(c.end.Add(c.delay)); late > v.lateMax {
@@ -255,15 +255,10 @@ func judgeGroups(r *recorder, bySeq map[int][]*runRec, v *verdict, note func(str
 			}
 			j := &job{seq: seq, call: c, idx: i}
 			for _, run := range bySeq[seq] {
-				end := run.endNs
-				if inc := r.incs[run.inc]; end == 0 && inc != nil && !inc.killed.IsZero() {
-					end = inc.killed.UnixNano()
-				}
-				end = max(end, run.startNs)
 				if j.start == 0 || run.startNs < j.start {
 					j.start = run.startNs
 				}
-				j.end = max(j.end, end)
+				j.end = max(j.end, runEnd(r, run), run.startNs)
 			}
 			byGroup[g] = append(byGroup[g], j)
 			v.grouped++
@@ -291,7 +286,7 @@ func judgeGroups(r *recorder, bySeq map[int][]*runRec, v *verdict, note func(str
 				switch {
 				case b.start < a.end:
 					v.groupOverlaps++
-					note("group %s: seq %d ran from %.1f to %.1f ms, seq %d started at %.1f ms: at once", g, a.seq, 0.0, ms(a.end-a.start), b.seq, ms(b.start-a.start))
+					note("group %s: seq %d held its group for %.1f ms, seq %d started %.1f ms into it", g, a.seq, ms(a.end-a.start), b.seq, ms(b.start-a.start))
 				case before(b, a):
 					v.groupOutOfOrder++
 					note("group %s: seq %d was enqueued first, yet seq %d ran %.1f ms before it", g, b.seq, a.seq, ms(b.start-a.start))
@@ -301,10 +296,19 @@ func judgeGroups(r *recorder, bySeq map[int][]*runRec, v *verdict, note func(str
 	}
 }
 
-// mostAtOnce returns the most handler runs that ran at once, by the
-// workers' clocks (one machine's): from a run's start to its handler's
-// return, or to the SIGKILL of its worker; a run whose end is unknown
-// (its worker exited on its own) is left out. r.mu is held.
+// runEnd returns when run ended, by the workers' clocks (one machine's):
+// its handler's return, or the SIGKILL of its worker; 0 when unknown (its
+// worker exited on its own). r.mu is held.
+func runEnd(r *recorder, run *runRec) int64 {
+	if inc := r.incs[run.inc]; run.endNs == 0 && inc != nil && !inc.killed.IsZero() {
+		return inc.killed.UnixNano()
+	}
+	return run.endNs
+}
+
+// mostAtOnce returns the most handler runs that ran at once, each from its
+// start to its end (runEnd); a run whose end is unknown is left out. r.mu
+// is held.
 func mostAtOnce(r *recorder) int {
 	type edge struct {
 		at    int64
@@ -312,14 +316,9 @@ func mostAtOnce(r *recorder) int {
 	}
 	var edges []edge
 	for _, run := range r.order {
-		end := run.endNs
-		if inc := r.incs[run.inc]; end == 0 && inc != nil && !inc.killed.IsZero() {
-			end = inc.killed.UnixNano()
+		if end := runEnd(r, run); end != 0 {
+			edges = append(edges, edge{run.startNs, 1}, edge{max(end, run.startNs), -1})
 		}
-		if end == 0 {
-			continue
-		}
-		edges = append(edges, edge{run.startNs, 1}, edge{max(end, run.startNs), -1})
 	}
 	// At one instant an end comes before a start: a slot given back is
 	// taken again.

@@ -34,7 +34,7 @@ func (b *book) run(inc, seq int, id string, rec, att int, ms int, done bool, out
 	b.runs++
 	b.r.inc(inc)
 	at := b.t0.Add(time.Duration(ms) * time.Millisecond)
-	b.r.start(&runRec{inc: inc, r: b.runs, id: id, seq: seq, rec: rec, att: att, startMs: at.UnixMilli(), start: at,
+	b.r.start(&runRec{inc: inc, r: b.runs, id: id, seq: seq, rec: rec, att: att, startNs: at.UnixNano(), start: at,
 		done: done, outcome: outcome, finish: at.Add(time.Millisecond)})
 }
 

@@ -98,7 +98,7 @@ func (w *eventWriter) emit(format string, args ...any) {
 // reports every run on stdout:
 //
 //	READY                                 the pool is about to run
-//	S <run> <unix ms> <id> <seq> <recoveries> <attempt> <unix ns>   a handler run starts
+//	S <run> <unix ns> <id> <seq> <recoveries> <attempt>   a handler run starts
 //	D <run> <unix ns>                     it returned nil
 //	E <run> <unix ns>                     it returned an error
 //	F <run> <outcome>                     the pool is done with it (OnFinish)
@@ -137,8 +137,7 @@ func runWorker(args []string) error {
 	mux := worker.NewMux()
 	worker.HandleJSON(mux, jobKind, func(ctx context.Context, job *conveyor.Job, a jobArgs) error {
 		r := runs.Add(1)
-		now := time.Now()
-		ev.emit("S %d %d %s %d %d %d %d", r, now.UnixMilli(), job.ID, a.Seq, job.Recoveries, job.Retries, now.UnixNano())
+		ev.emit("S %d %d %s %d %d %d", r, time.Now().UnixNano(), job.ID, a.Seq, job.Recoveries, job.Retries)
 		job.OnFinish(func(s conveyor.Settlement) { ev.emit("F %d %s", r, s.Outcome) })
 		t := time.NewTimer(time.Duration(a.Ms) * time.Millisecond)
 		select {

@@ -39,8 +39,9 @@
 -- as cancelled, or no longer pending for this consumer with count 1; empty
 -- when all are to be handed out (always, when the queue has no limits).
 -- Bounded: the caller sends at most 1000 entry IDs; one ranged XPENDING
--- and one XRANGE of them, one XCLAIM of one entry, one ZMSCORE when a delivery of the queue is
--- marked, limit_take's few commands, one XADD per job let in.
+-- and one XRANGE of them, one XCLAIM of one entry, one ZMSCORE when a
+-- delivery of the queue is marked, limit_take's few commands, one XADD per
+-- job let in.
 
 local stream, group, me = KEYS[1], ARGV[1], ARGV[2]
 local L = limit_keys(8)

@@ -15,7 +15,7 @@ import (
 )
 
 // TestEnqueueAfterFailedHandshakeFails: a client whose connection set-up is
-// refused (a database out of range, an unknown ACL user) gets an error from
+// refused (a database out of range, an unknown ACL user, a wrong password) gets an error from
 // its very first Enqueue, which runs in a pipeline with the queue's
 // registration, and nothing is stored.
 func TestEnqueueAfterFailedHandshakeFails(t *testing.T) {
@@ -28,9 +28,23 @@ func TestEnqueueAfterFailedHandshakeFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad := map[string]func(o *redis.Options){
-		"db99":        func(o *redis.Options) { o.DB = 99 },
-		"unknownuser": func(o *redis.Options) { o.Username, o.Password = "conveyor-no-such-user", "x" },
+	// A wrong password needs a user that has one: an ACL user of a server
+	// of the test's own, so that no user is added to the shared server.
+	own := redistest.StartServer(t)
+	ownClient := own.Client(t)
+	if err := ownClient.Do(context.Background(), "ACL", "SETUSER", "conveyor-hs", "on", ">right", "~*", "&*", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	type badSetUp struct {
+		mod  func(o *redis.Options)
+		good redis.UniversalClient // where to look for what a failed enqueue stored
+	}
+	bad := map[string]badSetUp{
+		"db99":        {func(o *redis.Options) { o.DB = 99 }, good},
+		"unknownuser": {func(o *redis.Options) { o.Username, o.Password = "conveyor-no-such-user", "x" }, good},
+		"wrongpassword": {func(o *redis.Options) {
+			o.Addr, o.DB, o.TLSConfig, o.Username, o.Password = own.Addr, 0, nil, "conveyor-hs", "wrong"
+		}, ownClient},
 	}
 	drivers := map[string]func(rdb redis.UniversalClient, prefix string) (broker.Driver, error){
 		"list": func(rdb redis.UniversalClient, prefix string) (broker.Driver, error) {
@@ -45,13 +59,13 @@ func TestEnqueueAfterFailedHandshakeFails(t *testing.T) {
 		"delayed": {{Kind: "k", Opts: &conveyor.EnqueueOptions{Delay: time.Hour}}},
 		"many":    {{Kind: "k"}, {Kind: "k", Opts: &conveyor.EnqueueOptions{Queue: "other"}}},
 	}
-	for bn, mod := range bad {
+	for bn, b := range bad {
 		for dn, newDriver := range drivers {
 			for rn, rs := range reqs {
 				t.Run(bn+"/"+dn+"/"+rn, func(t *testing.T) {
 					t.Parallel()
 					o := &redis.Options{Addr: opts.Addrs[0], DB: opts.DB, Username: opts.Username, Password: opts.Password, TLSConfig: opts.TLSConfig}
-					mod(o)
+					b.mod(o)
 					rdb := redis.NewClient(o)
 					t.Cleanup(func() { _ = rdb.Close() })
 					prefix := redistest.Prefix(t)
@@ -67,7 +81,7 @@ func TestEnqueueAfterFailedHandshakeFails(t *testing.T) {
 					if err == nil {
 						t.Fatalf("first EnqueueMany through a refused handshake returned nil (%d messages)", len(msgs))
 					}
-					if keys := redistest.Keys(t, good, prefix); len(keys) != 0 {
+					if keys := redistest.Keys(t, b.good, prefix); len(keys) != 0 {
 						t.Fatalf("a failed enqueue stored %v", keys)
 					}
 				})

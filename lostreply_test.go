@@ -62,6 +62,18 @@ func TestLostReplyEnqueuesOnce(t *testing.T) {
 			if n, lerr := direct.ZCard(ctx, "lossy:{default}:delayed").Result(); lerr != nil || n != 2 {
 				t.Fatalf("timers after a lost reply: %d (%v), want 2 (warm-timer, later)", n, lerr)
 			}
+			// A unique job with a generated ID: the key it holds is its own.
+			px.DropReplyTo("uk-lost")
+			_, err = c.Enqueue(ctx, "k", nil, &conveyor.EnqueueOptions{UniqueKey: "uk-lost"})
+			if errors.Is(err, conveyor.ErrDuplicate) {
+				t.Fatalf("a unique Enqueue whose reply was lost reported its own job as a duplicate: %v", err)
+			}
+			if n, lerr := drv.ReadyLen(ctx, direct, "lossy", "default"); lerr != nil || n != 3 {
+				t.Fatalf("after a lost reply (unique Enqueue returned %v) the queue holds %d jobs (%v), want 3 (warm, plain, unique)", err, n, lerr)
+			}
+			if got := px.Lost(); got != 3 {
+				t.Fatalf("the proxy lost %d replies, want 3 (one per call under test)", got)
+			}
 		})
 	}
 }

@@ -36,6 +36,9 @@ func (p *Proxy) DropNextReply() { p.p.DropNextReply() }
 // sends meanwhile on other connections.
 func (p *Proxy) DropReplyTo(s string) { p.p.DropReplyTo(s) }
 
+// Lost is how many replies the proxy has lost.
+func (p *Proxy) Lost() int64 { return p.p.Lost() }
+
 // Pause holds every byte in both directions until Resume: to the server,
 // the client is still connected; to the client, the server stopped
 // answering (what a process that froze, or a network that dropped every

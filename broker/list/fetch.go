@@ -27,9 +27,10 @@ func (c *consumer) fetchOnce(ctx context.Context, max int) ([]*broker.Delivery, 
 	v, err := fetchScript.Run(ctx, c.d.client, c.k.fetch, max, t[0], t[1], t[2], t[3], t[4], tok)
 	c.drained.Store(err == nil) // unless the reply says ready still holds messages
 	if err != nil {
-		if script.Unsure(err) {
-			// The script may have leased a batch whose reply never came:
-			// hand it back now, or before the next fetch.
+		if script.Unsure(err) || script.RanInPart(err) {
+			// The script may have leased a batch whose reply never came,
+			// or failed after leasing it: hand it back now, or before the
+			// next fetch.
 			c.lostFetch(ctx, tok)
 		}
 		return nil, 0, err

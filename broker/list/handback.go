@@ -76,12 +76,12 @@ func (c *consumer) handBackLost(ctx context.Context) {
 		n, err := c.handBack(ctx, tok)
 		if err != nil {
 			keep = append(keep, tok)
-			c.d.log.WarnContext(ctx, "list: hand-back of a fetch whose reply was lost failed; will try again",
+			c.d.log.WarnContext(ctx, "list: hand-back of a fetch whose outcome was lost (its reply lost, or its script failed) failed; will try again",
 				"queue", c.queue, "error", err.Error())
 			continue
 		}
 		if n > 0 {
-			c.d.log.InfoContext(ctx, "list: handed back the batch of a fetch whose reply was lost",
+			c.d.log.InfoContext(ctx, "list: handed back the batch of a fetch whose outcome was lost (its reply lost, or its script failed)",
 				"queue", c.queue, "count", n)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/broker/list"
 	"github.com/conveyorq/conveyor/internal/drivertest"
+	"github.com/conveyorq/conveyor/internal/limits"
 	"github.com/conveyorq/conveyor/internal/redistest"
 )
 
@@ -283,5 +285,46 @@ func TestBigBatchSettlesInChunks(t *testing.T) {
 	}
 	if got := ids(fetchN(t, cons, len(want))); !slices.Equal(got, want) {
 		t.Fatalf("released deliveries came back as %v..., want %v...", got[:10], want[:10])
+	}
+}
+
+// TestFailedFetchScriptLosesNothing: Redis keeps what a script wrote
+// before it failed, RPOP included, so fetch.lua pushes the messages it
+// popped and did not store again back to the front of ready before it
+// raises a failure (here a limit key of the wrong type): the fetch returns
+// the error, and the next one gets the job with no recovery counted. (A
+// failure after the batch was leased is handed back by the consumer, as
+// after a lost reply.) Before, the popped job was gone.
+func TestFailedFetchScriptLosesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	const q = "fetch-script-fails"
+	ctx := context.Background()
+	if err := e.d.SetLimit(ctx, q, "k", 5); err != nil {
+		t.Fatal(err)
+	}
+	c := e.open(q, time.Minute)
+	m := msg(q, "a")
+	m.Kind = "k"
+	e.enqueue(m)
+	state := limits.QueueKeys(e.prefix, q).State
+	if err := e.c.Set(ctx, state, "not a hash", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ds, err := c.Fetch(fctx, 10)
+	cancel()
+	if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Fatalf("Fetch with a broken limit key = %v, %v; want fetch.lua's WRONGTYPE", ds, err)
+	}
+	if err := e.c.Del(ctx, state).Err(); err != nil {
+		t.Fatal(err)
+	}
+	d := fetch(t, c, 10)
+	if len(d) != 1 || d[0].ID != "a" || d[0].Recoveries != 0 {
+		t.Fatalf("after fetch.lua failed, delivered %v, want [a] with no recovery counted", d)
+	}
+	if err := c.Ack(ctx, d...); err != nil {
+		t.Fatal(err)
 	}
 }

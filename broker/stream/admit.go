@@ -81,7 +81,7 @@ func (c *consumer) admit(ctx context.Context, msgs []redis.XMessage) ([]redis.XM
 	}
 	if err != nil {
 		c.mu.Lock()
-		c.lost = true
+		c.lost = "their admission failed (" + err.Error() + ")"
 		c.mu.Unlock()
 		return nil, err
 	}

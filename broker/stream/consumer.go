@@ -38,9 +38,10 @@ type consumer struct {
 	// forgets it. heldFull is set once it would have grown past maxHeld.
 	held     map[string]string
 	heldFull bool
-	// lost is set when a read's reply was lost: its entries may be in this
-	// consumer's pending list, never handed out (see lost.go).
-	lost bool
+	// lost is set when a read's entries may be in this consumer's pending
+	// list, never handed out (see lost.go): why, for the log line of their
+	// hand-back ("" when nothing is to hand back).
+	lost string
 
 	// reading is read-locked by every read of the group (a fetch round, a
 	// blocking read) until the entries it got are held or handed back, so

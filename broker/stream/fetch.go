@@ -294,7 +294,7 @@ func (c *consumer) round(ctx context.Context, max int) (fetchResult, error) {
 
 	v, err := fetchScript.Run(ctx, c.d.rdb, c.fetchKeys(),
 		c.d.cfg.Group, c.name, max, c.vtMS, cursor, c.d.cfg.MaxRecoveries, c.d.cfg.DiscardMax, c.d.Keeper.Retention.AgeArg())
-	c.noteRead(err)
+	c.noteScript(err)
 	if err != nil {
 		return fetchResult{}, err
 	}
@@ -657,7 +657,7 @@ func (c *consumer) handBack(ds []*broker.Delivery) {
 		// Those not handed back are pending for this consumer and not
 		// held: the next fetch round hands them back (see lost.go).
 		c.mu.Lock()
-		c.lost = true
+		c.lost = "an earlier hand-back failed (" + err.Error() + ")"
 		c.mu.Unlock()
 		c.d.cfg.Logger.LogAttrs(ctx, slog.LevelError,
 			"stream: could not hand back deliveries read but not returned by fetch; the next fetch tries again",

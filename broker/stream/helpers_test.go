@@ -200,6 +200,12 @@ func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
 // find returns the text of the first record at level whose message contains
 // substr, with its attributes, or "".
 func (l *logRecorder) find(level slog.Level, substr string) string {
+	return l.findWith(level, substr, "")
+}
+
+// findWith is find of a record whose text with its attributes also
+// contains attr.
+func (l *logRecorder) findWith(level slog.Level, substr, attr string) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, r := range l.records {
@@ -210,7 +216,9 @@ func (l *logRecorder) find(level slog.Level, substr string) string {
 				b.WriteString(" " + a.String())
 				return true
 			})
-			return b.String()
+			if strings.Contains(b.String(), attr) {
+				return b.String()
+			}
 		}
 	}
 	return ""

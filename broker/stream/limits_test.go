@@ -3,6 +3,8 @@ package stream_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/broker/stream"
+	"github.com/conveyorq/conveyor/internal/limits"
 )
 
 // The shared suite (brokertest: LimitKind, LimitQueue, LimitLeaseExpiry,
@@ -267,4 +270,47 @@ func TestLimitRecordedAckGivesSlotBack(t *testing.T) {
 	}
 	e.ack(c, next...)
 	e.wantLimit(q, "k", 0, 0)
+}
+
+// TestFailedFetchScriptHandsBack: Redis keeps what a script wrote before
+// it failed, so entries a fetch round read but a later command of the same
+// round failed on (here a limit key of the wrong type) are pending for the
+// consumer, never handed out. The next round hands them back at once, no
+// recovery counted, whether fetch.lua (a takeover pass) or admit.lua (after
+// a plain read) failed, and the log line says which.
+func TestFailedFetchScriptHandsBack(t *testing.T) {
+	t.Parallel()
+	// The first round runs a pass (fetch.lua); later ones plain reads.
+	e := newEnv(t, &stream.Config{PollInterval: time.Hour})
+	const q = "fetch-script-fails"
+	c := e.open(q, time.Minute)
+	e.setLimit(q, "k", 5)
+	ctx := context.Background()
+	state := limits.QueueKeys(e.prefix, q).State
+	for _, step := range []struct{ id, script, why string }{
+		{"a", "stream/fetch", "the fetch script failed"},
+		{"b", "stream/admit", "their admission failed"},
+	} {
+		e.enqueue(kinded(q, step.id, "k"))
+		if err := e.rdb.Set(ctx, state, "not a hash", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		ds, err := c.Fetch(fctx, 10)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), step.script+": WRONGTYPE") {
+			t.Fatalf("Fetch with a broken limit key = %v, %v; want %s's WRONGTYPE", ids(ds), err, step.script)
+		}
+		if err := e.rdb.Del(ctx, state).Err(); err != nil {
+			t.Fatal(err)
+		}
+		d := e.fetch(c, 10)
+		if len(d) != 1 || d[0].ID != step.id || d[0].Recoveries != 0 {
+			t.Fatalf("after %s failed, delivered %v, want [%s] with no recovery counted", step.script, ids(d), step.id)
+		}
+		e.ack(c, d...)
+		if e.logs.findWith(slog.LevelWarn, "handed back", "why="+step.why) == "" {
+			t.Fatalf("no hand-back logged with %q after %s failed", step.why, step.script)
+		}
+	}
 }

@@ -85,9 +85,27 @@ func (c *consumer) unhold(ds []*broker.Delivery) {
 func (c *consumer) noteRead(err error) {
 	if script.Unsure(err) {
 		c.mu.Lock()
-		c.lost = true
+		c.lost = lostReply
 		c.mu.Unlock()
 	}
+}
+
+// lostReply is why entries are handed back after a read whose reply was
+// lost.
+const lostReply = "a fetch's reply was lost"
+
+// noteScript marks the consumer when fetch.lua failed: a script that
+// Redis stopped with an error keeps the writes it made before it (an
+// XREADGROUP among them), so entries may be pending for this consumer
+// that it never handed out.
+func (c *consumer) noteScript(err error) {
+	if script.RanInPart(err) {
+		c.mu.Lock()
+		c.lost = "the fetch script failed (" + err.Error() + ")"
+		c.mu.Unlock()
+		return
+	}
+	c.noteRead(err)
 }
 
 // readGroup sends one XREADGROUP, once, through via: the client, or a
@@ -113,7 +131,8 @@ func (c *consumer) readGroup(ctx context.Context, via script.Processor, args *re
 // while a read is under way (the next round tries again).
 func (c *consumer) recoverLost(ctx context.Context) error {
 	c.mu.Lock()
-	due := c.lost && !c.heldFull
+	why := c.lost
+	due := why != "" && !c.heldFull
 	c.mu.Unlock()
 	if !due || !c.reading.TryLock() {
 		return nil
@@ -156,13 +175,13 @@ func (c *consumer) recoverLost(ctx context.Context) error {
 		return fmt.Errorf("recover a lost read: %w", err)
 	}
 	c.mu.Lock()
-	c.lost = false
+	c.lost = ""
 	c.mu.Unlock()
 	if n > 0 {
 		c.d.released.Add(int64(n))
 		c.d.cfg.Logger.LogAttrs(ctx, slog.LevelWarn,
-			"stream: a fetch's reply was lost; the entries it had read were handed back, no recovery counted",
-			slog.String("queue", c.queue), slog.Int("count", n))
+			"stream: entries read but not handed out were handed back, no recovery counted",
+			slog.String("queue", c.queue), slog.Int("count", n), slog.String("why", why))
 	}
 	return nil
 }

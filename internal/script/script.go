@@ -204,6 +204,17 @@ func Unsure(err error) bool {
 	return !errors.As(err, &reply) && !errors.Is(err, broker.ErrLeaseLost) && !errors.Is(err, broker.ErrQueueFull)
 }
 
+// RanInPart reports whether err is a script's failure while it ran (a
+// command it called failed, or its Lua did): Redis keeps the writes the
+// script made before that, so a script that leases or reads may have done
+// so without its caller learning what. An error the script returned on
+// purpose (redis.error_reply), or a refusal before it started (OOM,
+// NOSCRIPT, an ACL refusal of the script call), is not one.
+func RanInPart(err error) bool {
+	var reply redis.Error
+	return errors.As(err, &reply) && strings.Contains(err.Error(), "user_script")
+}
+
 // Result maps the error of a pipelined run of the script.
 func (s *Script) Result(cmd *redis.Cmd) (any, error) {
 	v, err := cmd.Result()

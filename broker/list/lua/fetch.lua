@@ -92,9 +92,15 @@ if tonumber(ARGV[5]) >= 2 then
 end
 local out = {deadline, -1, reclaimed, poisoned, 0, 0, 0}
 local vs = redis.call('RPOP', ready, max)
-if vs then
+-- kept[i] is set once vs[i] is stored again (discarded, pushed back or
+-- leased). Until then it lives only in this script, and Redis keeps the
+-- RPOP of a script that fails later (a key of the wrong type, a command
+-- the ACL refuses): so a failure pushes what is not kept back to the
+-- front of ready before it is raised, and nothing popped is lost.
+local kept = {}
+local function lease_popped()
   -- Counters, not #t: the length operator is a search in Lua 5.1.
-  local lv, lr, n = {}, {}, 0
+  local lv, lr, li, n = {}, {}, {}, 0
   local head = token .. ','
   for i = 1, #vs do
     local v = vs[i]
@@ -107,19 +113,26 @@ if vs then
     local rec, pos, idlen = string.match(v, LEASED)
     if not rec then
       discard(dl, now, MALFORMED, v)
+      kept[i] = true
       out[5] = out[5] + 1
     elseif rec ~= '0' and lastrec and tonumber(rec) >= lastrec and n > 0 then
       -- A message on its last chance is leased alone: if it is poison,
       -- the jobs fetched with it must not die with it and be counted as
       -- recovered too. It and the rest go back to the front, in order.
       back_from(vs, i)
+      for j = i, #vs do
+        kept[j] = true
+      end
       break
     else
       n = n + 1
-      lv[n] = v
+      lv[n], li[n] = v, i
       lr[n] = head .. string.sub(v, pos, pos + #idlen + tonumber(idlen))
       if rec ~= '0' and lastrec and tonumber(rec) >= lastrec then
         back_from(vs, i + 1)
+        for j = i + 1, #vs do
+          kept[j] = true
+        end
         break
       end
     end
@@ -137,7 +150,9 @@ if vs then
   -- k-th leased message is at 2k - 1 and 2k of both.
   local zadd, hset, held, m, no = {}, {}, {}, 0, HEAD
   for i = 1, n do
-    if not ok or ok[i] then
+    if ok and not ok[i] then
+      kept[li[i]] = true -- limit_take put it in its line
+    else
       local r = lr[i]
       m = m + 2
       zadd[m - 1], zadd[m] = score, r
@@ -171,12 +186,28 @@ if vs then
     out[6] = 1
   end
   bulk('HSET', inflight, hset)
+  for i = 1, n do
+    kept[li[i]] = true
+  end
   if holds and m > 0 then
     local rs = {}
     for k = 1, m / 2 do
       rs[k] = zadd[2 * k]
     end
     limit_hold(L, rs, held, m / 2)
+  end
+end
+if vs then
+  local done, err = pcall(lease_popped)
+  if not done then
+    local back = {}
+    for j = #vs, 1, -1 do
+      if not kept[j] then
+        back[#back + 1] = vs[j]
+      end
+    end
+    bulk('RPUSH', ready, back)
+    error(err, 0) -- Redis adds where the script stopped
   end
 end
 

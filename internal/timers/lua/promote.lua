@@ -25,17 +25,27 @@ local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(now_us / 1000)
 
-local ids = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
+local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[1]))
 local n = 0
 local late = 0
-if #ids > 0 then
-  late = math.max(0, now_us - tonumber(redis.call('ZSCORE', delayed, ids[1])) * 1000)
-  local vs = {}
+if #due > 0 then
+  late = math.max(0, now_us - tonumber(due[2]) * 1000)
+  local ids = {}
+  for i = 1, #due, 2 do
+    ids[#ids + 1] = due[i]
+  end
+  -- back: score, ID pairs and ID, body pairs of the timers with a body, to
+  -- put them back if the push fails.
+  local vs, zback, hback = {}, {}, {}
   for i = 1, #ids, CHUNK do
-    local part = redis.call('HMGET', timers, unpack(ids, i, math.min(i + CHUNK - 1, #ids)))
+    local last = math.min(i + CHUNK - 1, #ids)
+    local part = redis.call('HMGET', timers, unpack(ids, i, last))
     for j = 1, #part do
       if part[j] then -- a timer without a body was written by hand: dropped
+        local id = ids[i + j - 1]
         vs[#vs + 1] = part[j]
+        zback[#zback + 1], zback[#zback + 2] = due[2 * (i + j - 1)], id
+        hback[#hback + 1], hback[#hback + 2] = id, part[j]
       end
     end
   end
@@ -45,7 +55,21 @@ if #ids > 0 then
   -- timers are still promoted while Redis is full.
   bulk('ZREM', delayed, ids)
   bulk('HDEL', timers, ids)
-  push_to(target, ARGV[2], ARGV[3], KEYS[4], vs)
+  -- Redis keeps what a failed script wrote: when the push fails (the
+  -- target holds another type, written by hand; a command the ACL
+  -- refuses) the timers are put back as they were before the error is
+  -- raised, so none is lost. A push fails on its first command, before
+  -- anything was pushed; the wake signal, after the jobs are stored, is
+  -- sent outside.
+  local pushed, err = pcall(push_to, target, ARGV[2], ARGV[3], nil, vs)
+  if not pushed then
+    bulk('ZADD', delayed, zback)
+    bulk('HSET', timers, hback)
+    error(err, 0)
+  end
+  if KEYS[4] and #vs > 0 then
+    redis.call('ZADD', KEYS[4], 0, 'w')
+  end
   n = #vs
 end
 

@@ -328,3 +328,55 @@ func TestFailedFetchScriptLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestFailedRetryKeepsTheLease: Redis keeps what a script wrote before it
+// failed, so retry.lua, which takes the lease and its message away before
+// it stores the message again, puts both back when a later command fails
+// (here a limit key of the wrong type): the Retry returns the error, and
+// the job, still leased, is not lost. Before, it was gone.
+func TestFailedRetryKeepsTheLease(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	const q = "retry-fails"
+	ctx := context.Background()
+	if err := e.d.SetLimit(ctx, q, "k", 5); err != nil {
+		t.Fatal(err)
+	}
+	c := e.open(q, time.Minute)
+	m := msg(q, "a")
+	m.Kind = "k"
+	e.enqueue(m)
+	d := fetch(t, c, 10)
+	if len(d) != 1 {
+		t.Fatalf("fetched %v, want [a]", d)
+	}
+	of := limits.QueueKeys(e.prefix, q).Of
+	if err := e.c.Set(ctx, of, "not a hash", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []time.Time{{}, time.Now().Add(time.Hour)} {
+		err := c.Retry(ctx, d[0], at)
+		if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+			t.Fatalf("Retry (at %v) with a broken limit key = %v, want retry.lua's WRONGTYPE", at, err)
+		}
+		if n, err := e.c.ZCard(ctx, e.key(q, "lease")).Result(); err != nil || n != 1 {
+			t.Fatalf("leases after the failed Retry: %d (%v), want 1", n, err)
+		}
+		if n, err := e.c.HLen(ctx, e.key(q, "inflight")).Result(); err != nil || n != 1 {
+			t.Fatalf("messages in flight after the failed Retry: %d (%v), want 1", n, err)
+		}
+	}
+	if err := e.c.Del(ctx, of).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Retry(ctx, d[0], time.Time{}); err != nil {
+		t.Fatalf("Retry after the key was mended: %v", err)
+	}
+	again := fetch(t, c, 10)
+	if len(again) != 1 || again[0].ID != "a" || again[0].Retries != 1 {
+		t.Fatalf("after the retry, delivered %v, want [a] with one retry", again)
+	}
+	if err := c.Ack(ctx, again...); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -56,29 +56,43 @@ end
 -- ZREM is the lease check: it removes the member only if it is still there
 -- (a message without its lease, or one that does not parse, was written by
 -- hand).
+local deadline = redis.call('ZSCORE', lease, r) -- to put the lease back
 if not d or redis.call('ZREM', lease, r) == 0 then
   return 'LEASE_LOST'
 end
 redis.call('HDEL', inflight, r)
-limit_release(limit_keys(14), ready, KEYS[8], {r})
-if canceled_among(KEYS[9], {r})[r] then
-  redis.call('ZREM', KEYS[9], r)
-  local admitted, admit = collect()
-  group_end(group_keys(10), {v}, admit)
-  push_to(ready, 'list', nil, KEYS[8], admitted)
-  return 'OK'
-end
 local inc = tonumber(ARGV[4])
-v = build(d + 1, a + inc, rec, tail)
-if tid then
-  timer_put(delayed, KEYS[5], tid, at, v)
-else
-  redis.call('LPUSH', ready, v)
-  wake(KEYS[8])
+-- move stores the message again: Redis keeps the ZREM and HDEL above if a
+-- later command fails (a key of another type, written by hand; a command
+-- the ACL refuses), so a failure puts the lease and its message back
+-- before it is raised, and the job, still leased, is not lost.
+local function move()
+  limit_release(limit_keys(14), ready, KEYS[8], {r})
+  if canceled_among(KEYS[9], {r})[r] then
+    redis.call('ZREM', KEYS[9], r)
+    local admitted, admit = collect()
+    group_end(group_keys(10), {v}, admit)
+    push_to(ready, 'list', nil, KEYS[8], admitted)
+    return false
+  end
+  local nv = build(d + 1, a + inc, rec, tail)
+  if tid then
+    timer_put(delayed, KEYS[5], tid, at, nv)
+  else
+    redis.call('LPUSH', ready, nv)
+    wake(KEYS[8])
+  end
+  return true
 end
--- Counted last: a counter that cannot be incremented (a key of another
--- type) must not abort the script between the ZREM and the push.
-if inc > 0 then
+local moved, retried = pcall(move)
+if not moved then
+  redis.call('ZADD', lease, deadline, r)
+  redis.call('HSET', inflight, r, v)
+  error(retried, 0)
+end
+-- Counted last, outside move: a counter that cannot be incremented must
+-- not put back a lease whose message is stored again.
+if retried and inc > 0 then
   redis.call('HINCRBY', KEYS[6], 'failed', 1)
 end
 return 'OK'

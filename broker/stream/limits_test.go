@@ -13,6 +13,7 @@ import (
 	"github.com/conveyorq/conveyor/broker"
 	"github.com/conveyorq/conveyor/broker/stream"
 	"github.com/conveyorq/conveyor/internal/limits"
+	"github.com/conveyorq/conveyor/internal/timers"
 )
 
 // The shared suite (brokertest: LimitKind, LimitQueue, LimitLeaseExpiry,
@@ -313,4 +314,37 @@ func TestFailedFetchScriptHandsBack(t *testing.T) {
 			t.Fatalf("no hand-back logged with %q after %s failed", step.why, step.script)
 		}
 	}
+}
+
+// TestRetryWhoseTimerFailsRunsAgainAtOnce: Redis keeps what a script wrote
+// before it failed, so requeue.lua, which acks and deletes the entry before
+// it stores the retry's timer, sends the message back to the stream at
+// once when the timer cannot be stored (here the queue's timers key holds
+// another type): the retry runs without its wait rather than being lost.
+func TestRetryWhoseTimerFailsRunsAgainAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	const q = "retry-timer-fails"
+	ctx := context.Background()
+	c := e.open(q, time.Minute)
+	e.enqueue(msg(q, "a"))
+	d := e.fetch(c, 10)
+	if len(d) != 1 {
+		t.Fatalf("fetched %v, want [a]", ids(d))
+	}
+	k := timers.QueueKeys(e.prefix, q).Timers
+	if err := e.rdb.Set(ctx, k, "not a timer", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Retry(ctx, d[0], time.Now().Add(time.Hour)); err != nil {
+		t.Fatalf("Retry with the timers key broken: %v", err)
+	}
+	again := e.fetch(c, 10)
+	if len(again) != 1 || again[0].ID != "a" || again[0].Retries != 1 {
+		t.Fatalf("with the timers key broken, the retry delivered %v, want [a] at once, one retry counted", ids(again))
+	}
+	if n, err := e.rdb.ZCard(ctx, timers.QueueKeys(e.prefix, q).Delayed).Result(); err != nil || n != 0 {
+		t.Fatalf("timers left by the failed one: %d (%v), want 0", n, err)
+	}
+	e.ack(c, again...)
 }

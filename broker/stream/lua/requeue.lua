@@ -133,13 +133,24 @@ for i = 4, #ARGV, 3 do
     if a then
       m = '1,0,' .. (tonumber(a) + inc) .. ',' .. (tonumber(r) + p[4] - 1) .. ',' .. string.sub(m, pos)
       local wait = tonumber(ARGV[i + 2])
+      -- Redis keeps the XACK and XDEL above if a later command fails: a
+      -- timer that cannot be stored (a key of another type, written by
+      -- hand; a command the ACL refuses) leaves no part behind, and the
+      -- message goes back to the stream at once rather than being lost.
       local tid
-      if wait > 0 then
+      local function later()
         tid = timer_free(delayed, mid)
+        if tid then
+          timer_put(delayed, KEYS[3], tid, due(now, wait), m)
+        end
       end
-      if tid then
-        timer_put(delayed, KEYS[3], tid, due(now, wait), m)
-      else
+      if wait > 0 and not pcall(later) then
+        if tid then
+          redis.pcall('ZREM', delayed, tid)
+        end
+        tid = nil
+      end
+      if not tid then
         redis.call('XADD', stream, '*', 'm', m)
         added = true
       end

@@ -380,3 +380,53 @@ func TestFailedRetryKeepsTheLease(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestFailedReleaseKeepsTheLease: a Release that meets a key of another
+// type (written by hand) among those release.lua reads fails before it
+// takes the lease: the job stays leased, not lost between the lease and
+// ready. Before, the canceled and reclaimed keys were read after the take.
+func TestFailedReleaseKeepsTheLease(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	const q = "release-fails"
+	ctx := context.Background()
+	c := e.open(q, time.Minute)
+	e.enqueue(msg(q, "a"))
+	d := fetch(t, c, 10)
+	if len(d) != 1 {
+		t.Fatalf("fetched %v, want [a]", d)
+	}
+	for _, part := range []string{"canceled", "reclaimed"} {
+		k := e.key(q, part)
+		if err := e.c.Set(ctx, k, "not a set", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		// A receipt that is not leased takes release.lua's slow path,
+		// which reads the record of reclaimed leases.
+		gone := *d[0]
+		gone.Receipt = "x" + gone.Receipt
+		err := c.Release(ctx, d[0], &gone)
+		if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+			t.Fatalf("Release with the %s key broken = %v, want release.lua's WRONGTYPE", part, err)
+		}
+		if n, err := e.c.ZCard(ctx, e.key(q, "lease")).Result(); err != nil || n != 1 {
+			t.Fatalf("leases after the failed Release (%s broken): %d (%v), want 1", part, n, err)
+		}
+		if n, err := e.c.HLen(ctx, e.key(q, "inflight")).Result(); err != nil || n != 1 {
+			t.Fatalf("messages in flight after the failed Release (%s broken): %d (%v), want 1", part, n, err)
+		}
+		if err := e.c.Del(ctx, k).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Release(ctx, d[0]); err != nil {
+		t.Fatalf("Release after the keys were mended: %v", err)
+	}
+	again := fetch(t, c, 10)
+	if len(again) != 1 || again[0].ID != "a" {
+		t.Fatalf("after the release, delivered %v, want [a]", again)
+	}
+	if err := c.Ack(ctx, again...); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -24,8 +24,14 @@ local ready, lease, inflight = KEYS[1], KEYS[2], KEYS[3]
 -- The messages are read first: take forgets them. A read, before any
 -- write, is allowed when Redis is full.
 local vs = messages(inflight, ARGV)
+-- So are the other keys read between take and the RPUSH: Redis keeps what
+-- a script wrote before a command of it failed, so a key of another type
+-- (written by hand) must fail the call before take, not after it, when
+-- the messages would be in neither the lease nor ready. (take's ZSCORE of
+-- the record is tried here for the same reason.)
+local canceled = canceled_among(KEYS[6], ARGV)
+redis.call('ZSCORE', KEYS[4], '')
 local oks, at, lost = take(lease, inflight, KEYS[4], ARGV)
-local canceled = canceled_among(KEYS[6], oks)
 -- RPUSH the last first, so the first of the batch is fetched next.
 local back, ended = {}, {}
 for i = #oks, 1, -1 do

@@ -430,3 +430,70 @@ func TestFailedReleaseKeepsTheLease(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestFailedReclaimKeepsTheLeases: a fetch whose reclaim of expired leases
+// meets a key of another type (written by hand: the record of reclaimed
+// leases, or the discard list a poison job goes to) fails with the leases
+// still in place, not with their messages in neither the lease nor ready;
+// once the key is mended the next fetch recovers the job.
+func TestFailedReclaimKeepsTheLeases(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		part   string
+		maxRec int // MaxRecoveries: 1 makes the reclaimed job poison
+	}{{"reclaimed", 0}, {"dead", 1}} {
+		t.Run(tc.part, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, &list.Config{MaxRecoveries: tc.maxRec})
+			const q = "reclaim-fails"
+			ctx := context.Background()
+			c := e.open(q, time.Minute)
+			e.enqueue(msg(q, "a"))
+			if d := fetch(t, c, 10); len(d) != 1 {
+				t.Fatalf("fetched %v, want [a]", d)
+			}
+			e.expireLeases(q)
+			k := e.key(q, tc.part)
+			if err := e.c.Set(ctx, k, "not a list", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			c2 := e.open(q, time.Minute)
+			fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			ds, err := c2.Fetch(fctx, 10)
+			cancel()
+			if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+				t.Fatalf("Fetch reclaiming with the %s key broken = %v, %v; want fetch.lua's WRONGTYPE", tc.part, ds, err)
+			}
+			if n, err := e.c.ZCard(ctx, e.key(q, "lease")).Result(); err != nil || n != 1 {
+				t.Fatalf("leases after the failed reclaim: %d (%v), want 1", n, err)
+			}
+			if n, err := e.c.HLen(ctx, e.key(q, "inflight")).Result(); err != nil || n != 1 {
+				t.Fatalf("messages in flight after the failed reclaim: %d (%v), want 1", n, err)
+			}
+			if err := e.c.Del(ctx, k).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if tc.maxRec == 1 {
+				// Poison now: the next fetch discards it and delivers
+				// nothing (it waits until its deadline).
+				fctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+				ds, err := c2.Fetch(fctx, 10)
+				cancel()
+				if len(ds) > 0 || !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("Fetch after the key was mended = %v, %v; want nothing delivered", ds, err)
+				}
+				if n, err := e.c.LLen(ctx, k).Result(); err != nil || n != 1 {
+					t.Fatalf("discarded after the key was mended: %d (%v), want 1", n, err)
+				}
+				return
+			}
+			again := fetch(t, c2, 10)
+			if len(again) != 1 || again[0].ID != "a" || again[0].Recoveries != 1 {
+				t.Fatalf("after the key was mended, delivered %v, want [a] with one recovery", again)
+			}
+			if err := c2.Ack(ctx, again...); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

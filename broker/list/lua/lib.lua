@@ -141,24 +141,20 @@ local function reclaim(ready, lease, inflight, rec, marks, dl, maxrec, now, limi
   if #rs == 0 then
     return 0, 0
   end
+  -- Redis keeps what a script wrote before a command of it failed, so
+  -- everything is read and worked out before the leases are taken, and the
+  -- messages are stored again before anything else is written: a key of
+  -- another type (written by hand) fails the call with the leases still
+  -- in place rather than with their messages in neither place.
   local vs = messages(inflight, rs)
-  bulk('ZREM', lease, rs)
-  bulk('HDEL', inflight, rs)
-  remember_reclaimed(rec, now, rs)
-  local ended = {}
   local canceled = canceled_among(marks, rs)
-  if next(canceled) then
-    for i = 1, #rs do
-      if canceled[rs[i]] then
-        ended[#ended + 1] = vs[i]
-        vs[i] = false
-        redis.call('ZREM', marks, rs[i])
-      end
-    end
-  end
-  local back, poisoned = {}, 0
+  local ended, back, poison = {}, {}, {}
   for i = 1, #vs do
     local v = vs[i]
+    if canceled[rs[i]] then
+      ended[#ended + 1] = v
+      v = false
+    end
     -- Every lease has its message unless someone wrote the keys by hand;
     -- a lease without one has nothing to recover.
     if v then
@@ -169,8 +165,7 @@ local function reclaim(ready, lease, inflight, rec, marks, dl, maxrec, now, limi
       if d then
         local n = r + 1
         if maxrec > 0 and n >= maxrec then
-          discard(dl, now, poison_reason(n), build(d, a, n, tail))
-          poisoned = poisoned + 1
+          poison[#poison + 1] = {n, build(d, a, n, tail)}
           ended[#ended + 1] = v
           v = nil
         else
@@ -182,12 +177,30 @@ local function reclaim(ready, lease, inflight, rec, marks, dl, maxrec, now, limi
       end
     end
   end
+  if #poison > 0 then
+    redis.call('LLEN', dl.dead) -- fails here, not after the take
+  end
+  redis.call('ZSCORE', rec, '') -- the same for remember_reclaimed
+  bulk('ZREM', lease, rs)
+  bulk('HDEL', inflight, rs)
   -- RPUSH the last first, so the first of vs is fetched next.
   local rev = {}
   for i = #back, 1, -1 do
     rev[#rev + 1] = back[i]
   end
   bulk('RPUSH', ready, rev)
+  for _, p in ipairs(poison) do
+    discard(dl, now, poison_reason(p[1]), p[2])
+  end
+  if next(canceled) then
+    for i = 1, #rs do
+      if canceled[rs[i]] then
+        redis.call('ZREM', marks, rs[i])
+      end
+    end
+  end
+  remember_reclaimed(rec, now, rs)
+  local poisoned = #poison
   local vs, admit = collect()
   group_end(G, ended, admit)
   push_to(ready, 'list', nil, nil, vs)

@@ -38,11 +38,16 @@ local r = ARGV[1]
 if string.sub(r, 1, #ARGV[2] + 1) ~= ARGV[2] .. ',' then
   return 'LEASE_LOST'
 end
+-- Read before the first write: Redis keeps what a script wrote before a
+-- command of it failed, so a discard list of another type (written by
+-- hand) must fail the call with the lease in place, not after the ZREM
+-- with the message in neither place.
+local v = redis.call('HGET', KEYS[2], r)
+redis.call('LLEN', KEYS[3])
 -- ZREM is the lease check: it removes the member only if it is still there.
 if redis.call('ZREM', KEYS[1], r) == 0 then
   return lost_status(KEYS[7], r)
 end
-local v = redis.call('HGET', KEYS[2], r)
 if not v then
   return 'LEASE_LOST' -- a lease without its message: written by hand
 end

@@ -87,6 +87,10 @@ if d then
   m = '1,' .. d .. ',' .. a .. ',' .. (tonumber(r) + p[4] - 1) .. ',' .. string.sub(m, pos)
 end
 
+-- Read before the first write: Redis keeps what a script wrote before a
+-- command of it failed, so a discard list of another type (written by
+-- hand) must fail the call with the entry pending, not after the XDEL.
+redis.call('LLEN', dead)
 redis.call('XACK', stream, group, id)
 redis.call('XDEL', stream, id)
 

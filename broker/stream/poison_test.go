@@ -229,3 +229,39 @@ func TestPoisonFirstExpiry(t *testing.T) {
 		}
 	})
 }
+
+// TestPoisonIntoABrokenListKeepsTheEntry: Redis keeps what a script wrote
+// before a command of it failed, so fetch.lua records a poison entry in
+// the discard list before it deletes the entry: with a discard list of
+// another type (written by hand) the fetch fails and the job is still in
+// the stream, not gone.
+func TestPoisonIntoABrokenListKeepsTheEntry(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, &stream.Config{PollInterval: 10 * time.Millisecond, MaxRecoveries: 1})
+	ctx := context.Background()
+	e.enqueue(msg("q", "a"))
+	c := e.open("q", poisonLease)
+	e.fetchExpecting(c, "a", 0)
+	dead := e.key("q", "dead")
+	if err := e.rdb.Set(ctx, dead, "not a list", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if time.Now().After(deadline) {
+			t.Fatal("no fetch failed on the discard list of another type within 10s")
+		}
+		fctx, cancel := context.WithTimeout(ctx, 4*poisonLease)
+		ds, err := c.Fetch(fctx, 10)
+		cancel()
+		if len(ds) > 0 {
+			t.Fatalf("Fetch delivered %v, want the poison entry kept back", ids(ds))
+		}
+		if err != nil && strings.Contains(err.Error(), "WRONGTYPE") {
+			break
+		}
+	}
+	if n, err := e.rdb.XLen(ctx, e.key("q", "stream")).Result(); err != nil || n != 1 {
+		t.Fatalf("stream length after the failed poison discard: %d (%v), want 1 (the job kept)", n, err)
+	}
+}

@@ -89,6 +89,10 @@ for _, e in ipairs(r) do
       end
       local vs, admit = collect()
       group_end(G, {entry_body(e[2])}, admit)
+      -- The group's next job is stored before the limit keys are touched:
+      -- Redis keeps what a script wrote before a command of it failed.
+      push_to(stream, 'stream', group, KEYS[3], vs)
+      vs, admit = collect()
       limit_pump(limit_keys(8), admit)
       push_to(stream, 'stream', group, KEYS[3], vs)
       return {1, ''}

@@ -209,13 +209,15 @@ if ARGV[5] ~= '' then
   end
   if #poisoned > 0 then
     out[5] = #poisoned
-    redis.call('XACK', stream, group, unpack(poisoned))
-    redis.call('XDEL', stream, unpack(poisoned))
+    -- Recorded before the entries go: Redis keeps what a script wrote
+    -- before a command of it failed (a discard list of another type).
     local len = 0
     for i = 1, #records do
       local reason = 'conveyor: poison: lease expired ' .. records[i][1] .. ' times'
       len = redis.call('LPUSH', dead, discard_record(now, reason, records[i][2]))
     end
+    redis.call('XACK', stream, group, unpack(poisoned))
+    redis.call('XDEL', stream, unpack(poisoned))
     discard_retain(discard_list(dead, KEYS[3], KEYS[4], ARGV[7], ARGV[8]), now, len)
   end
   if (#poisoned > 0 or #dropped > 0) and redis.call('XLEN', stream) == 0 then
@@ -223,6 +225,10 @@ if ARGV[5] ~= '' then
   end
   local vs, admit = collect()
   group_end(group_keys(8), ended, admit)
+  -- The groups' next jobs are stored before the limit keys are touched:
+  -- Redis keeps what a script wrote before a command of it failed.
+  push_to(stream, 'stream', group, KEYS[6], vs)
+  vs, admit = collect()
   -- Every entry that ends here gives its slots back; one deleted while
   -- pending too: its message is lost, and its slots would be.
   local gone = {}

@@ -46,6 +46,10 @@ local vs, admit = collect()
 if grouped then
   group_end(G, jobs, admit)
 end
+-- The groups' next jobs are stored before the limit keys are touched:
+-- Redis keeps what a script wrote before a command of it failed.
+push_to(stream, 'stream', group, KEYS[2], vs)
+vs, admit = collect()
 if #ids > 0 then
   limit_pump(limit_keys(7), admit)
 end

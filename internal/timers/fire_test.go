@@ -222,3 +222,24 @@ func TestListSeries(t *testing.T) {
 		}
 	}
 }
+
+// TestFireIntoABrokenTimersKeyIsNotRecorded: a fire that cannot store its
+// timer (the timers HASH holds another type, written by hand) fails before
+// it records the fire: once the key is mended the same fire is stored, not
+// refused as one already made.
+func TestFireIntoABrokenTimersKeyIsNotRecorded(t *testing.T) {
+	t.Parallel()
+	e := newSeriesEnv(t)
+	if err := e.rdb.Set(e.ctx, e.k.Timers, "not a hash", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	at := time.UnixMilli(e.serverMs() + 60_000)
+	m := &broker.Message{ID: "s@1", Kind: "k", Queue: "q", RunAt: at}
+	if ok, err := timers.Fire(e.ctx, e.rdb, e.k, "s", m, []byte("stored"), time.Hour); err == nil {
+		t.Fatalf("Fire into a timers key of another type = %v, nil; want its WRONGTYPE", ok)
+	}
+	if err := e.rdb.Del(e.ctx, e.k.Timers).Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.fire("s", at, time.Hour, true)
+}

@@ -40,14 +40,18 @@ local prev = tonumber(redis.call('GET', last) or '')
 if (prev and prev >= at) or redis.call('ZSCORE', delayed, ARGV[2]) then
   return 0
 end
+-- Read before the first write: Redis keeps what a script wrote before a
+-- command of it failed, so a timers HASH of another type (written by
+-- hand) must fail the fire before its record says it was stored.
+redis.call('HEXISTS', timers, ARGV[2])
 timer_wake(delayed, timer_head(delayed), ARGV[1]) -- before the first write (see timer_wake)
 -- The record and its index entry expire at the same millisecond: keep
 -- from now (the server's TIME), given to SET as an absolute time, as a
 -- relative PX counts from the server's own clock reading, which may be a
 -- millisecond later.
 local expires = string.format('%.0f', now + tonumber(ARGV[4]))
-redis.call('SET', last, ARGV[1], 'PXAT', expires)
 timer_put(delayed, timers, ARGV[2], ARGV[1], ARGV[3])
+redis.call('SET', last, ARGV[1], 'PXAT', expires)
 redis.call('ZADD', index, expires, ARGV[6])
 redis.call('ZREMRANGEBYSCORE', index, '-inf', string.format('(%.0f', now))
 local latest = tonumber(redis.call('ZRANGE', index, -1, -1, 'WITHSCORES')[2])

@@ -307,3 +307,33 @@ func TestGroupUnreadableCountsKeepTheLine(t *testing.T) {
 		}
 	})
 }
+
+// TestGroupedEnqueueThatFailsRecordsNothing: a grouped job whose store
+// fails (here the stream key holds another type, written by hand) is not
+// left recorded as admitted to its group: once the key is mended the same
+// job is stored, not refused as a duplicate of itself.
+func TestGroupedEnqueueThatFailsRecordsNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	const q = "grouped-fails"
+	ctx := context.Background()
+	m := msg(q, "a")
+	m.Group = "order-1"
+	k := e.key(q, "stream")
+	if err := e.rdb.Set(ctx, k, "not a stream", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.Enqueue(ctx, []*broker.Message{m}); err == nil {
+		t.Fatal("a grouped Enqueue onto a stream key of another type returned nil")
+	}
+	if err := e.rdb.Del(ctx, k).Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.enqueue(m)
+	c := e.open(q, time.Minute)
+	d := e.fetch(c, 10)
+	if len(d) != 1 || d[0].ID != "a" {
+		t.Fatalf("fetched %v, want [a]", ids(d))
+	}
+	e.ack(c, d...)
+}

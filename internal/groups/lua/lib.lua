@@ -241,8 +241,10 @@ local function group_hold(G, id, g, l, v, admit)
     end
   end
   if a < l then
-    redis.call('HSET', G.jobs, id, 'a' .. g)
+    -- admit first: a store that fails (a command refused, a key of another
+    -- type) must not leave the job recorded as admitted.
     admit(v)
+    redis.call('HSET', G.jobs, id, 'a' .. g)
     redis.call('HSET', G.state, g, group_counts(a + 1, l))
     return true
   end

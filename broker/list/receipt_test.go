@@ -497,3 +497,94 @@ func TestFailedReclaimKeepsTheLeases(t *testing.T) {
 		})
 	}
 }
+
+// TestBrokenReadyKeyLosesNothing: with the ready key of another type
+// (written by hand), the list scripts that move jobs into ready fail
+// before they take anything: a grouped enqueue leaves no record of its job
+// (the retry after the key is mended is stored, not refused as a
+// duplicate), and a release, a retry and a reclaim leave the job leased.
+func TestBrokenReadyKeyLosesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	const q = "ready-broken"
+	ctx := context.Background()
+	c := e.open(q, time.Minute)
+	e.enqueue(msg(q, "a"))
+	d := fetch(t, c, 10)
+	if len(d) != 1 {
+		t.Fatalf("fetched %v, want [a]", d)
+	}
+	ready := e.key(q, "ready")
+	if err := e.c.Set(ctx, ready, "not a list", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	g := msg(q, "g")
+	g.Group = "order-1"
+	if err := e.d.Enqueue(ctx, []*broker.Message{g}); err == nil {
+		t.Fatal("a grouped Enqueue onto a ready key of another type returned nil")
+	}
+	wantLeased := func(what string, err error) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+			t.Fatalf("%s with ready broken = %v, want WRONGTYPE", what, err)
+		}
+		if n, err := e.c.ZCard(ctx, e.key(q, "lease")).Result(); err != nil || n != 1 {
+			t.Fatalf("leases after the failed %s: %d (%v), want 1", what, n, err)
+		}
+		if n, err := e.c.HLen(ctx, e.key(q, "inflight")).Result(); err != nil || n != 1 {
+			t.Fatalf("messages in flight after the failed %s: %d (%v), want 1", what, n, err)
+		}
+	}
+	wantLeased("Release", c.Release(ctx, d[0]))
+	wantLeased("Retry", c.Retry(ctx, d[0], time.Time{}))
+	e.expireLeases(q)
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	_, err := c.Fetch(fctx, 10)
+	cancel()
+	wantLeased("reclaim", err)
+	if err := e.c.Del(ctx, ready).Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.enqueue(g)
+	got := map[string]bool{}
+	for len(got) < 2 {
+		for _, x := range fetch(t, c, 10) {
+			got[x.ID] = true
+			if err := c.Ack(ctx, x); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if !got["a"] || !got["g"] {
+		t.Fatalf("after the key was mended, ran %v, want a and g", got)
+	}
+}
+
+// TestRetryWithABrokenWakeKeyLands: a retry whose message is stored lands
+// even when the wake signal cannot be set (its key of another type): it is
+// reported as landed and the job is in ready once, not also put back on
+// its lease (which would run it twice).
+func TestRetryWithABrokenWakeKeyLands(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	const q = "wake-broken"
+	ctx := context.Background()
+	c := e.open(q, time.Minute)
+	e.enqueue(msg(q, "a"))
+	d := fetch(t, c, 10)
+	if len(d) != 1 {
+		t.Fatalf("fetched %v, want [a]", d)
+	}
+	if err := e.c.Set(ctx, e.key(q, "wake"), "not a signal", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Retry(ctx, d[0], time.Time{}); err != nil {
+		t.Fatalf("Retry with the wake key broken: %v", err)
+	}
+	if n, err := e.c.LLen(ctx, e.key(q, "ready")).Result(); err != nil || n != 1 {
+		t.Fatalf("ready after the retry: %d (%v), want 1", n, err)
+	}
+	if n, err := e.c.ZCard(ctx, e.key(q, "lease")).Result(); err != nil || n != 0 {
+		t.Fatalf("leases after the retry: %d (%v), want 0", n, err)
+	}
+}

@@ -44,6 +44,7 @@ end
 -- with the message in neither place.
 local v = redis.call('HGET', KEYS[2], r)
 redis.call('LLEN', KEYS[3])
+redis.call('LLEN', KEYS[11]) -- ready, where the group's next jobs go
 -- ZREM is the lease check: it removes the member only if it is still there.
 if redis.call('ZREM', KEYS[1], r) == 0 then
   return lost_status(KEYS[7], r)

@@ -45,6 +45,11 @@ if cap > 0 then
   end
 end
 
+-- ready is read before the first write: Redis keeps what a script wrote
+-- before a command of it failed, so a ready key of another type (written
+-- by hand) must fail the call here, not at the LPUSH after the batch's
+-- timers, unique keys and group records were written.
+redis.call('LLEN', ready)
 local push = {}
 local function admit(v)
   push[#push + 1] = v

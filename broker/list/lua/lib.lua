@@ -181,6 +181,7 @@ local function reclaim(ready, lease, inflight, rec, marks, dl, maxrec, now, limi
     redis.call('LLEN', dl.dead) -- fails here, not after the take
   end
   redis.call('ZSCORE', rec, '') -- the same for remember_reclaimed
+  redis.call('LLEN', ready) -- and for the push back
   bulk('ZREM', lease, rs)
   bulk('HDEL', inflight, rs)
   -- RPUSH the last first, so the first of vs is fetched next.

@@ -31,6 +31,7 @@ local vs = messages(inflight, ARGV)
 -- the record is tried here for the same reason.)
 local canceled = canceled_among(KEYS[6], ARGV)
 redis.call('ZSCORE', KEYS[4], '')
+redis.call('LLEN', ready)
 local oks, at, lost = take(lease, inflight, KEYS[4], ARGV)
 -- RPUSH the last first, so the first of the batch is fetched next.
 local back, ended = {}, {}

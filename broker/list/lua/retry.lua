@@ -57,6 +57,9 @@ end
 -- (a message without its lease, or one that does not parse, was written by
 -- hand).
 local deadline = redis.call('ZSCORE', lease, r) -- to put the lease back
+-- ready is read before the take: a ready key of another type fails here,
+-- not after the jobs let in from a line (move) were taken out of it.
+redis.call('LLEN', ready)
 if not d or redis.call('ZREM', lease, r) == 0 then
   return 'LEASE_LOST'
 end
@@ -72,23 +75,28 @@ local function move()
     redis.call('ZREM', KEYS[9], r)
     local admitted, admit = collect()
     group_end(group_keys(10), {v}, admit)
-    push_to(ready, 'list', nil, KEYS[8], admitted)
-    return false
+    push_to(ready, 'list', nil, nil, admitted)
+    return false, #admitted > 0
   end
   local nv = build(d + 1, a + inc, rec, tail)
   if tid then
     timer_put(delayed, KEYS[5], tid, at, nv)
-  else
-    redis.call('LPUSH', ready, nv)
-    wake(KEYS[8])
+    return true, false
   end
-  return true
+  redis.call('LPUSH', ready, nv)
+  return true, true
 end
-local moved, retried = pcall(move)
+local moved, retried, pushed = pcall(move)
 if not moved then
   redis.call('ZADD', lease, deadline, r)
   redis.call('HSET', inflight, r, v)
   error(retried, 0)
+end
+-- The wake signal goes once the message is stored, outside move: a signal
+-- that cannot be set (its key of another type) must neither put back a
+-- lease whose message is stored nor report a retry that landed as failed.
+if pushed then
+  redis.pcall('ZADD', KEYS[8], 0, 'w')
 end
 -- Counted last, outside move: a counter that cannot be incremented must
 -- not put back a lease whose message is stored again.

@@ -359,12 +359,7 @@ func TestFailedRetryKeepsTheLease(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 			t.Fatalf("Retry (at %v) with a broken limit key = %v, want retry.lua's WRONGTYPE", at, err)
 		}
-		if n, err := e.c.ZCard(ctx, e.key(q, "lease")).Result(); err != nil || n != 1 {
-			t.Fatalf("leases after the failed Retry: %d (%v), want 1", n, err)
-		}
-		if n, err := e.c.HLen(ctx, e.key(q, "inflight")).Result(); err != nil || n != 1 {
-			t.Fatalf("messages in flight after the failed Retry: %d (%v), want 1", n, err)
-		}
+		e.wantLeased(q, 1, "after the failed Retry")
 	}
 	if err := e.c.Del(ctx, of).Err(); err != nil {
 		t.Fatal(err)
@@ -409,12 +404,7 @@ func TestFailedReleaseKeepsTheLease(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 			t.Fatalf("Release with the %s key broken = %v, want release.lua's WRONGTYPE", part, err)
 		}
-		if n, err := e.c.ZCard(ctx, e.key(q, "lease")).Result(); err != nil || n != 1 {
-			t.Fatalf("leases after the failed Release (%s broken): %d (%v), want 1", part, n, err)
-		}
-		if n, err := e.c.HLen(ctx, e.key(q, "inflight")).Result(); err != nil || n != 1 {
-			t.Fatalf("messages in flight after the failed Release (%s broken): %d (%v), want 1", part, n, err)
-		}
+		e.wantLeased(q, 1, "after the failed Release ("+part+" broken)")
 		if err := e.c.Del(ctx, k).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -464,12 +454,7 @@ func TestFailedReclaimKeepsTheLeases(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 				t.Fatalf("Fetch reclaiming with the %s key broken = %v, %v; want fetch.lua's WRONGTYPE", tc.part, ds, err)
 			}
-			if n, err := e.c.ZCard(ctx, e.key(q, "lease")).Result(); err != nil || n != 1 {
-				t.Fatalf("leases after the failed reclaim: %d (%v), want 1", n, err)
-			}
-			if n, err := e.c.HLen(ctx, e.key(q, "inflight")).Result(); err != nil || n != 1 {
-				t.Fatalf("messages in flight after the failed reclaim: %d (%v), want 1", n, err)
-			}
+			e.wantLeased(q, 1, "after the failed reclaim ("+tc.part+" broken)")
 			if err := e.c.Del(ctx, k).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -528,12 +513,7 @@ func TestBrokenReadyKeyLosesNothing(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 			t.Fatalf("%s with ready broken = %v, want WRONGTYPE", what, err)
 		}
-		if n, err := e.c.ZCard(ctx, e.key(q, "lease")).Result(); err != nil || n != 1 {
-			t.Fatalf("leases after the failed %s: %d (%v), want 1", what, n, err)
-		}
-		if n, err := e.c.HLen(ctx, e.key(q, "inflight")).Result(); err != nil || n != 1 {
-			t.Fatalf("messages in flight after the failed %s: %d (%v), want 1", what, n, err)
-		}
+		e.wantLeased(q, 1, "after the failed "+what)
 	}
 	wantLeased("Release", c.Release(ctx, d[0]))
 	wantLeased("Retry", c.Retry(ctx, d[0], time.Time{}))
@@ -586,5 +566,18 @@ func TestRetryWithABrokenWakeKeyLands(t *testing.T) {
 	}
 	if n, err := e.c.ZCard(ctx, e.key(q, "lease")).Result(); err != nil || n != 0 {
 		t.Fatalf("leases after the retry: %d (%v), want 0", n, err)
+	}
+}
+
+// wantLeased fails the test unless queue holds n leases, each with its
+// message in the inflight HASH; when says when that was asked.
+func (e *env) wantLeased(queue string, n int64, when string) {
+	e.t.Helper()
+	ctx := context.Background()
+	if got, err := e.c.ZCard(ctx, e.key(queue, "lease")).Result(); err != nil || got != n {
+		e.t.Fatalf("leases %s: %d (%v), want %d", when, got, err, n)
+	}
+	if got, err := e.c.HLen(ctx, e.key(queue, "inflight")).Result(); err != nil || got != n {
+		e.t.Fatalf("messages in flight %s: %d (%v), want %d", when, got, err, n)
 	}
 }

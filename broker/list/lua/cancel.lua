@@ -49,9 +49,7 @@ if ARGV[1] == 'ready' then
     local v = limit_unwait(limit_keys(9), id)
     if v then
       if grouped then
-        local admitted, admit = collect()
-        group_end(G, {v}, admit)
-        push_to(KEYS[1], 'list', nil, KEYS[4], admitted)
+        group_end_push(G, {v}, KEYS[1], 'list', nil, KEYS[4])
       end
       return {1, ''}
     end
@@ -62,9 +60,7 @@ if ARGV[1] == 'ready' then
     if pos and string.sub(vs[i], pos, pos + #needle - 1) == needle then
       redis.call('LREM', KEYS[1], 1, vs[i])
       if grouped then
-        local admitted, admit = collect()
-        group_end(G, {vs[i]}, admit)
-        push_to(KEYS[1], 'list', nil, KEYS[4], admitted)
+        group_end_push(G, {vs[i]}, KEYS[1], 'list', nil, KEYS[4])
       end
       -- It may have been let in by a slot it had not taken yet.
       local let, admit = collect()

@@ -55,9 +55,7 @@ end
 redis.call('HDEL', KEYS[2], r)
 discard(discard_list(KEYS[3], KEYS[4], KEYS[5], ARGV[4], ARGV[5]), now_ms(), ARGV[3], v)
 redis.call('HINCRBY', KEYS[6], 'failed', 1)
-local admitted, admit = collect()
-group_end(group_keys(13), {v}, admit)
-push_to(KEYS[11], 'list', nil, KEYS[12], admitted)
+group_end_push(group_keys(13), {v}, KEYS[11], 'list', nil, KEYS[12])
 limit_release(limit_keys(17), KEYS[11], KEYS[12], {r})
 if tonumber(ARGV[6]) > 0 then
   record_put(KEYS[8], KEYS[9], KEYS[10], now_ms(), ARGV[9], ARGV[7], ARGV[6], ARGV[8])

@@ -37,19 +37,18 @@ local ready, delayed, timers = KEYS[1], KEYS[2], KEYS[4]
 local cap, stride = tonumber(ARGV[1]), tonumber(ARGV[2])
 local n = (#ARGV - 2) / stride
 
+-- ready is read before the first write: Redis keeps what a script wrote
+-- before a command of it failed, so a ready key of another type (written
+-- by hand) must fail the call here, not at the LPUSH after the batch's
+-- timers, unique keys and group records were written.
+local waiting = redis.call('LLEN', ready)
 if cap > 0 then
-  local size = redis.call('LLEN', ready) + redis.call('ZCARD', delayed) + redis.call('ZCARD', KEYS[3])
+  local size = waiting + redis.call('ZCARD', delayed) + redis.call('ZCARD', KEYS[3])
     + redis.call('HLEN', KEYS[9])
   if size + n > cap then
     return redis.error_reply('CONVEYOR QUEUE_FULL ' .. size .. ' held + ' .. n .. ' new > ' .. cap)
   end
 end
-
--- ready is read before the first write: Redis keeps what a script wrote
--- before a command of it failed, so a ready key of another type (written
--- by hand) must fail the call here, not at the LPUSH after the batch's
--- timers, unique keys and group records were written.
-redis.call('LLEN', ready)
 local push = {}
 local function admit(v)
   push[#push + 1] = v

@@ -24,11 +24,8 @@ if n > 0 then
     vs = redis.call('LRANGE', KEYS[1], -n, -1)
   end
   redis.call('LTRIM', KEYS[1], 0, -(n + 1))
-  local admitted, admit = collect()
-  group_end(G, vs, admit)
-  push_to(KEYS[1], 'list', nil, KEYS[2], admitted)
-  local let
-  let, admit = collect()
+  group_end_push(G, vs, KEYS[1], 'list', nil, KEYS[2])
+  local let, admit = collect()
   limit_pump(limit_keys(7), admit)
   limit_push(KEYS[1], 'list', nil, KEYS[2], let)
 end

@@ -202,10 +202,8 @@ local function reclaim(ready, lease, inflight, rec, marks, dl, maxrec, now, limi
   end
   remember_reclaimed(rec, now, rs)
   local poisoned = #poison
+  group_end_push(G, ended, ready, 'list', nil, nil)
   local vs, admit = collect()
-  group_end(G, ended, admit)
-  push_to(ready, 'list', nil, nil, vs)
-  vs, admit = collect()
   limit_end(L, rs, admit)
   limit_push(ready, 'list', nil, wk, vs)
   return #back, poisoned

@@ -54,7 +54,5 @@ if #back > 0 then
   wake(KEYS[5])
 end
 limit_release(limit_keys(11), ready, KEYS[5], oks)
-local admitted, admit = collect()
-group_end(group_keys(7), ended, admit)
-push_to(ready, 'list', nil, KEYS[5], admitted)
+group_end_push(group_keys(7), ended, ready, 'list', nil, KEYS[5])
 return lost

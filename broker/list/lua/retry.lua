@@ -73,10 +73,7 @@ local function move()
   limit_release(limit_keys(14), ready, KEYS[8], {r})
   if canceled_among(KEYS[9], {r})[r] then
     redis.call('ZREM', KEYS[9], r)
-    local admitted, admit = collect()
-    group_end(group_keys(10), {v}, admit)
-    push_to(ready, 'list', nil, nil, admitted)
-    return false, #admitted > 0
+    return false, group_end_push(group_keys(10), {v}, ready, 'list', nil, nil) > 0
   end
   local nv = build(d + 1, a + inc, rec, tail)
   if tid then

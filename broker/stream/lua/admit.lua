@@ -131,13 +131,8 @@ for i = 1, #keep, 3 do
   end
 end
 if #dropped > 0 then
+  group_end_push(group_keys(4), ended, stream, 'stream', group, KEYS[2])
   local vs, admit = collect()
-  group_end(group_keys(4), ended, admit)
-  -- The group's next jobs are stored before the limit keys are touched:
-  -- Redis keeps what a script wrote before a command of it failed, and
-  -- group_end has taken them out of their line.
-  push_to(stream, 'stream', group, KEYS[2], vs)
-  vs, admit = collect()
   limit_pump(L, admit)
   push_to(stream, 'stream', group, KEYS[2], vs)
 end

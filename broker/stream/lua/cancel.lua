@@ -65,9 +65,7 @@ if mode == 'ready' and cursor == '' then
   end
   local v = limit_unwait(limit_keys(8), id)
   if v then
-    local vs, admit = collect()
-    group_end(G, {v}, admit)
-    push_to(stream, 'stream', group, KEYS[3], vs)
+    group_end_push(G, {v}, stream, 'stream', group, KEYS[3])
     return {1, ''}
   end
 end
@@ -87,12 +85,8 @@ for _, e in ipairs(r) do
       if redis.call('XLEN', stream) == 0 then
         redis.call('DEL', KEYS[3])
       end
+      group_end_push(G, {entry_body(e[2])}, stream, 'stream', group, KEYS[3])
       local vs, admit = collect()
-      group_end(G, {entry_body(e[2])}, admit)
-      -- The group's next job is stored before the limit keys are touched:
-      -- Redis keeps what a script wrote before a command of it failed.
-      push_to(stream, 'stream', group, KEYS[3], vs)
-      vs, admit = collect()
       limit_pump(limit_keys(8), admit)
       push_to(stream, 'stream', group, KEYS[3], vs)
       return {1, ''}

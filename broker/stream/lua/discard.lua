@@ -101,10 +101,8 @@ redis.call('HINCRBY', KEYS[5], 'failed', 1)
 if redis.call('XLEN', stream) == 0 then
   redis.call('DEL', KEYS[7])
 end
+group_end_push(group_keys(11), {m}, stream, 'stream', group, KEYS[7])
 local vs, admit = collect()
-group_end(group_keys(11), {m}, admit)
-push_to(stream, 'stream', group, KEYS[7], vs)
-vs, admit = collect()
 limit_end(limit_keys(15), {id}, admit)
 limit_push(stream, 'stream', group, KEYS[7], vs)
 if tonumber(ARGV[8]) > 0 then

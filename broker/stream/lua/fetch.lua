@@ -223,12 +223,8 @@ if ARGV[5] ~= '' then
   if (#poisoned > 0 or #dropped > 0) and redis.call('XLEN', stream) == 0 then
     redis.call('DEL', KEYS[6])
   end
+  group_end_push(group_keys(8), ended, stream, 'stream', group, KEYS[6])
   local vs, admit = collect()
-  group_end(group_keys(8), ended, admit)
-  -- The groups' next jobs are stored before the limit keys are touched:
-  -- Redis keeps what a script wrote before a command of it failed.
-  push_to(stream, 'stream', group, KEYS[6], vs)
-  vs, admit = collect()
   -- Every entry that ends here gives its slots back; one deleted while
   -- pending too: its message is lost, and its slots would be.
   local gone = {}

@@ -42,14 +42,10 @@ end
 if #ids > 0 then
   redis.call('XDEL', stream, unpack(ids))
 end
-local vs, admit = collect()
 if grouped then
-  group_end(G, jobs, admit)
+  group_end_push(G, jobs, stream, 'stream', group, KEYS[2])
 end
--- The groups' next jobs are stored before the limit keys are touched:
--- Redis keeps what a script wrote before a command of it failed.
-push_to(stream, 'stream', group, KEYS[2], vs)
-vs, admit = collect()
+local vs, admit = collect()
 if #ids > 0 then
   limit_pump(limit_keys(7), admit)
 end

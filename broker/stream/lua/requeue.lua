@@ -138,13 +138,12 @@ for i = 4, #ARGV, 3 do
       -- hand; a command the ACL refuses) leaves no part behind, and the
       -- message goes back to the stream at once rather than being lost.
       local tid
-      local function later()
+      if wait > 0 and not pcall(function()
         tid = timer_free(delayed, mid)
         if tid then
           timer_put(delayed, KEYS[3], tid, due(now, wait), m)
         end
-      end
-      if wait > 0 and not pcall(later) then
+      end) then
         if tid then
           redis.pcall('ZREM', delayed, tid)
         end
@@ -166,10 +165,8 @@ end
 if added then
   redis.call('ZADD', KEYS[6], 0, 'w')
 end
+group_end_push(group_keys(8), ended, stream, 'stream', group, KEYS[6])
 local vs, admit = collect()
-group_end(group_keys(8), ended, admit)
-push_to(stream, 'stream', group, KEYS[6], vs)
-vs, admit = collect()
 limit_end(limit_keys(12), acked, admit)
 limit_push(stream, 'stream', group, KEYS[6], vs)
 return out

@@ -479,6 +479,18 @@ local function group_end(G, vs, admit)
   return group_release(G, ending, admit)
 end
 
+-- group_end_push is group_end whose next jobs are stored at once with
+-- push_to(target, mode, group, wk): before the caller writes anything
+-- else, since they are out of their line by then and Redis keeps what a
+-- script wrote before a command of it failed. It returns how many it
+-- stored.
+local function group_end_push(G, vs, target, mode, group, wk)
+  local next_jobs, admit = collect()
+  group_end(G, vs, admit)
+  push_to(target, mode, group, wk, next_jobs)
+  return #next_jobs
+end
+
 -- group_unwait removes job id from its group's line when it waits there,
 -- and reports whether it did (the job is gone). An admitted job is left
 -- as it is: it ends where it is (see group_release).

@@ -18,8 +18,6 @@ end
 local v = redis.call('HGET', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
 if v then
-  local vs, admit = collect()
-  group_end(group_keys(3), {v}, admit)
-  push_to(KEYS[7], ARGV[2], ARGV[3], KEYS[8], vs)
+  group_end_push(group_keys(3), {v}, KEYS[7], ARGV[2], ARGV[3], KEYS[8])
 end
 return 1

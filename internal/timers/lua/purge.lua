@@ -26,9 +26,7 @@ if #ids > 0 then
   redis.call('ZREM', delayed, unpack(ids))
   redis.call('HDEL', timers, unpack(ids))
   if grouped then
-    local vs, admit = collect()
-    group_end(G, jobs, admit)
-    push_to(KEYS[7], ARGV[2], ARGV[3], KEYS[8], vs)
+    group_end_push(G, jobs, KEYS[7], ARGV[2], ARGV[3], KEYS[8])
   end
 end
 return {#ids, held}

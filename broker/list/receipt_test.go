@@ -308,18 +308,14 @@ func TestFailedFetchScriptLosesNothing(t *testing.T) {
 	m.Kind = "k"
 	e.enqueue(m)
 	state := limits.QueueKeys(e.prefix, q).State
-	if err := e.c.Set(ctx, state, "not a hash", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
+	e.breakKey(state)
 	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	ds, err := c.Fetch(fctx, 10)
 	cancel()
 	if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Fatalf("Fetch with a broken limit key = %v, %v; want fetch.lua's WRONGTYPE", ds, err)
 	}
-	if err := e.c.Del(ctx, state).Err(); err != nil {
-		t.Fatal(err)
-	}
+	e.mendKey(state)
 	d := fetch(t, c, 10)
 	if len(d) != 1 || d[0].ID != "a" || d[0].Recoveries != 0 {
 		t.Fatalf("after fetch.lua failed, delivered %v, want [a] with no recovery counted", d)
@@ -345,26 +341,18 @@ func TestFailedRetryKeepsTheLease(t *testing.T) {
 	c := e.open(q, time.Minute)
 	m := msg(q, "a")
 	m.Kind = "k"
-	e.enqueue(m)
-	d := fetch(t, c, 10)
-	if len(d) != 1 {
-		t.Fatalf("fetched %v, want [a]", d)
-	}
+	d := e.leaseOne(c, m)
 	of := limits.QueueKeys(e.prefix, q).Of
-	if err := e.c.Set(ctx, of, "not a hash", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
+	e.breakKey(of)
 	for _, at := range []time.Time{{}, time.Now().Add(time.Hour)} {
-		err := c.Retry(ctx, d[0], at)
+		err := c.Retry(ctx, d, at)
 		if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 			t.Fatalf("Retry (at %v) with a broken limit key = %v, want retry.lua's WRONGTYPE", at, err)
 		}
 		e.wantLeased(q, 1, "after the failed Retry")
 	}
-	if err := e.c.Del(ctx, of).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Retry(ctx, d[0], time.Time{}); err != nil {
+	e.mendKey(of)
+	if err := c.Retry(ctx, d, time.Time{}); err != nil {
 		t.Fatalf("Retry after the key was mended: %v", err)
 	}
 	again := fetch(t, c, 10)
@@ -386,30 +374,22 @@ func TestFailedReleaseKeepsTheLease(t *testing.T) {
 	const q = "release-fails"
 	ctx := context.Background()
 	c := e.open(q, time.Minute)
-	e.enqueue(msg(q, "a"))
-	d := fetch(t, c, 10)
-	if len(d) != 1 {
-		t.Fatalf("fetched %v, want [a]", d)
-	}
+	d := e.leaseOne(c, msg(q, "a"))
 	for _, part := range []string{"canceled", "reclaimed"} {
 		k := e.key(q, part)
-		if err := e.c.Set(ctx, k, "not a set", 0).Err(); err != nil {
-			t.Fatal(err)
-		}
+		e.breakKey(k)
 		// A receipt that is not leased takes release.lua's slow path,
 		// which reads the record of reclaimed leases.
-		gone := *d[0]
+		gone := *d
 		gone.Receipt = "x" + gone.Receipt
-		err := c.Release(ctx, d[0], &gone)
+		err := c.Release(ctx, d, &gone)
 		if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 			t.Fatalf("Release with the %s key broken = %v, want release.lua's WRONGTYPE", part, err)
 		}
 		e.wantLeased(q, 1, "after the failed Release ("+part+" broken)")
-		if err := e.c.Del(ctx, k).Err(); err != nil {
-			t.Fatal(err)
-		}
+		e.mendKey(k)
 	}
-	if err := c.Release(ctx, d[0]); err != nil {
+	if err := c.Release(ctx, d); err != nil {
 		t.Fatalf("Release after the keys were mended: %v", err)
 	}
 	again := fetch(t, c, 10)
@@ -438,15 +418,10 @@ func TestFailedReclaimKeepsTheLeases(t *testing.T) {
 			const q = "reclaim-fails"
 			ctx := context.Background()
 			c := e.open(q, time.Minute)
-			e.enqueue(msg(q, "a"))
-			if d := fetch(t, c, 10); len(d) != 1 {
-				t.Fatalf("fetched %v, want [a]", d)
-			}
+			e.leaseOne(c, msg(q, "a"))
 			e.expireLeases(q)
 			k := e.key(q, tc.part)
-			if err := e.c.Set(ctx, k, "not a list", 0).Err(); err != nil {
-				t.Fatal(err)
-			}
+			e.breakKey(k)
 			c2 := e.open(q, time.Minute)
 			fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			ds, err := c2.Fetch(fctx, 10)
@@ -455,9 +430,7 @@ func TestFailedReclaimKeepsTheLeases(t *testing.T) {
 				t.Fatalf("Fetch reclaiming with the %s key broken = %v, %v; want fetch.lua's WRONGTYPE", tc.part, ds, err)
 			}
 			e.wantLeased(q, 1, "after the failed reclaim ("+tc.part+" broken)")
-			if err := e.c.Del(ctx, k).Err(); err != nil {
-				t.Fatal(err)
-			}
+			e.mendKey(k)
 			if tc.maxRec == 1 {
 				// Poison now: the next fetch discards it and delivers
 				// nothing (it waits until its deadline).
@@ -494,15 +467,9 @@ func TestBrokenReadyKeyLosesNothing(t *testing.T) {
 	const q = "ready-broken"
 	ctx := context.Background()
 	c := e.open(q, time.Minute)
-	e.enqueue(msg(q, "a"))
-	d := fetch(t, c, 10)
-	if len(d) != 1 {
-		t.Fatalf("fetched %v, want [a]", d)
-	}
+	d := e.leaseOne(c, msg(q, "a"))
 	ready := e.key(q, "ready")
-	if err := e.c.Set(ctx, ready, "not a list", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
+	e.breakKey(ready)
 	g := msg(q, "g")
 	g.Group = "order-1"
 	if err := e.d.Enqueue(ctx, []*broker.Message{g}); err == nil {
@@ -515,16 +482,14 @@ func TestBrokenReadyKeyLosesNothing(t *testing.T) {
 		}
 		e.wantLeased(q, 1, "after the failed "+what)
 	}
-	wantLeased("Release", c.Release(ctx, d[0]))
-	wantLeased("Retry", c.Retry(ctx, d[0], time.Time{}))
+	wantLeased("Release", c.Release(ctx, d))
+	wantLeased("Retry", c.Retry(ctx, d, time.Time{}))
 	e.expireLeases(q)
 	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	_, err := c.Fetch(fctx, 10)
 	cancel()
 	wantLeased("reclaim", err)
-	if err := e.c.Del(ctx, ready).Err(); err != nil {
-		t.Fatal(err)
-	}
+	e.mendKey(ready)
 	e.enqueue(g)
 	got := map[string]bool{}
 	for len(got) < 2 {
@@ -550,15 +515,11 @@ func TestRetryWithABrokenWakeKeyLands(t *testing.T) {
 	const q = "wake-broken"
 	ctx := context.Background()
 	c := e.open(q, time.Minute)
-	e.enqueue(msg(q, "a"))
-	d := fetch(t, c, 10)
-	if len(d) != 1 {
-		t.Fatalf("fetched %v, want [a]", d)
-	}
+	d := e.leaseOne(c, msg(q, "a"))
 	if err := e.c.Set(ctx, e.key(q, "wake"), "not a signal", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Retry(ctx, d[0], time.Time{}); err != nil {
+	if err := c.Retry(ctx, d, time.Time{}); err != nil {
 		t.Fatalf("Retry with the wake key broken: %v", err)
 	}
 	if n, err := e.c.LLen(ctx, e.key(q, "ready")).Result(); err != nil || n != 1 {
@@ -579,5 +540,33 @@ func (e *env) wantLeased(queue string, n int64, when string) {
 	}
 	if got, err := e.c.HLen(ctx, e.key(queue, "inflight")).Result(); err != nil || got != n {
 		e.t.Fatalf("messages in flight %s: %d (%v), want %d", when, got, err, n)
+	}
+}
+
+// leaseOne enqueues m and fetches it on c: the test fails unless the fetch
+// delivers m alone.
+func (e *env) leaseOne(c broker.Consumer, m *broker.Message) *broker.Delivery {
+	e.t.Helper()
+	e.enqueue(m)
+	d := fetch(e.t, c, 10)
+	if len(d) != 1 || d[0].ID != m.ID {
+		e.t.Fatalf("fetched %v, want [%s]", d, m.ID)
+	}
+	return d[0]
+}
+
+// breakKey overwrites key with a string, as a hand-written value of another
+// type would; mendKey deletes it again.
+func (e *env) breakKey(key string) {
+	e.t.Helper()
+	if err := e.c.Set(context.Background(), key, "not what the driver stored", 0).Err(); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) mendKey(key string) {
+	e.t.Helper()
+	if err := e.c.Del(context.Background(), key).Err(); err != nil {
+		e.t.Fatal(err)
 	}
 }
